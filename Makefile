@@ -1,0 +1,58 @@
+# Transformers do zero — os comandos do curso.
+#   make lab          estudar: cria o ambiente, copia os capítulos para aluno/ e abre o JupyterLab
+#   make test         verificar: todos os testes (pacote, notebooks, sincronia, correção, navegador)
+# Veja `make help` para os demais.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+STAMP := $(VENV)/.instalado
+WORKSPACE ?= aluno
+# O nbgrader chama `alembic` pelo PATH: o bin/ do ambiente vai na frente.
+export PATH := $(BIN):$(PATH)
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: help venv lab workspace assignments test test-fast lint bench clean-grading
+
+help:
+	@echo "make lab          ambiente + pasta $(WORKSPACE)/ (sem sobrescrever nada) + JupyterLab"
+	@echo "make test         todos os testes (o mesmo comando que a CI roda)"
+	@echo "make assignments  regenera source/, release/ e solutions/ a partir de notebooks/ [CHAPTER=02_atencao]"
+	@echo "make bench        tempos: execução de cada capítulo, correção, widgets"
+	@echo "make lint         ruff check + ruff format --check"
+
+# O ambiente é (re)instalado só quando falta ou quando pyproject.toml/constraints.txt mudam.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
+	$(BIN)/python scripts/configure_lab.py
+	touch $@
+
+venv: $(STAMP)
+
+workspace: $(STAMP)
+	$(BIN)/python scripts/make_workspace.py $(WORKSPACE)
+
+lab: workspace
+	cd $(WORKSPACE) && $(BIN)/jupyter lab
+
+assignments: $(STAMP)
+	$(BIN)/python scripts/build_assignments.py $(CHAPTER)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check transformer_course tests scripts notebooks
+	$(BIN)/ruff format --check transformer_course tests scripts
+
+bench: $(STAMP)
+	$(BIN)/python scripts/bench.py
+
+# Apaga só o que a correção gerou (autograded/, feedback/, gradebook); nunca submitted/.
+clean-grading:
+	rm -rf grading/autograded grading/feedback grading/gradebook.db

@@ -1,0 +1,57 @@
+"""Configuração do nbgrader para o curso "Transformers do zero".
+
+Rode todos os comandos do nbgrader a partir desta pasta (a raiz do repositório),
+com o ``bin/`` do ambiente virtual no PATH (o nbgrader chama ``alembic`` pelo PATH).
+"""
+
+import os
+
+c = get_config()  # noqa: F821 - definido pelo nbgrader ao carregar este arquivo
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+GRADING = os.path.join(ROOT, "grading")
+# O SQLite falha com uma mensagem enganosa se a pasta do gradebook não existir.
+os.makedirs(GRADING, exist_ok=True)
+
+# ------------------------------------------------------------------ pastas
+c.CourseDirectory.course_id = "transformers-do-zero"
+c.CourseDirectory.root = ROOT
+c.CourseDirectory.source_directory = "source"
+c.CourseDirectory.release_directory = "release"
+c.CourseDirectory.solution_directory = "solutions"
+c.CourseDirectory.submitted_directory = "grading/submitted"
+c.CourseDirectory.autograded_directory = "grading/autograded"
+c.CourseDirectory.feedback_directory = "grading/feedback"
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(GRADING, "gradebook.db")
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", ".jupyter"]
+
+# ------------------------------------------------------------------ versão do aluno
+c.ClearSolutions.code_stub = {"python": "# SEU CÓDIGO AQUI\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "SUA RESPOSTA AQUI"
+
+# Gabarito determinístico: sem executar o notebook (a execução mudaria a saída a cada vez).
+c.GenerateSolution.preprocessors = [
+    "nbgrader.preprocessors.IncludeHeaderFooter",
+    "nbgrader.preprocessors.LockCells",
+    "nbgrader.preprocessors.ClearOutput",
+    "nbgrader.preprocessors.ClearMarkScheme",
+]
+
+# ------------------------------------------------------------------ correção
+# Tempo por célula: um laço infinito é interrompido aqui.
+c.Execute.timeout = 60
+c.Execute.interrupt_on_timeout = True
+# Qualquer saída em stderr zera a célula de teste; avisos inofensivos não devem zerar.
+c.IgnorePattern.enabled = True
+c.IgnorePattern.pattern = r"(Warning|warn\()"
+# Uma célula de teste apagada pelo aluno volta do gradebook e é corrigida.
+c.OverwriteCells.add_missing_cells = True
+c.LimitOutput.max_lines = 1000
+
+# Devolutiva sem os testes ocultos (nbgrader #917) e com o traceback resumido.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbgrader.preprocessors.ClearHiddenTests",
+    "transformer_course.grading.ShortTracebacks",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]

@@ -1,0 +1,308 @@
+"""A voz do corretor: comparações, diagnósticos e mensagens em pt-BR.
+
+Todas as verificações de todos os capítulos passam por aqui. Uma verificação
+chama a função do aluno por meio de :func:`call`, compara com um oráculo
+independente por meio de :func:`expect_close` e, quando a resposta errada
+coincide com um erro conhecido, diz qual é (:class:`Mistake`).
+
+As falhas são sempre ``AssertionError`` com uma mensagem que diz o que foi
+tentado, o que era esperado, o que voltou e, se possível, o erro provável.
+Nada é escrito em stderr: o nbgrader dá nota 0 a uma célula de teste que
+escreve em stderr, mesmo que todas as verificações passem.
+"""
+
+from __future__ import annotations
+
+import traceback
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = [
+    "CheckFailure",
+    "Mistake",
+    "call",
+    "describe",
+    "expect",
+    "expect_close",
+    "expect_shape",
+    "expect_unchanged",
+    "expect_raises",
+    "forbid_torch_functions",
+    "passed",
+    "snapshot",
+    "tolerances",
+]
+
+
+class CheckFailure(AssertionError):
+    """Falha de uma verificação, com a mensagem em pt-BR já pronta para o aluno."""
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """Um erro conhecido: o nome que o aluno lê e o resultado que esse erro produziria.
+
+    Attributes:
+        name: descrição do erro, completando a frase "sua saída coincide com ...".
+        value: o que a implementação com esse erro devolveria (tensor ou número).
+    """
+
+    name: str
+    value: Any
+
+
+def tolerances(dtype: torch.dtype) -> dict[str, float]:
+    """Tolerâncias explícitas de ``assert_close`` por dtype.
+
+    São folgadas o bastante para aceitar einsum, laços, ``where`` ou -1e9 no
+    lugar de -inf, e apertadas o bastante para recusar qualquer erro de fórmula.
+    """
+    if dtype == torch.float64:
+        return {"rtol": 1e-7, "atol": 1e-9}
+    if dtype in (torch.float16, torch.bfloat16):
+        return {"rtol": 1e-2, "atol": 1e-2}
+    return {"rtol": 1e-4, "atol": 1e-5}
+
+
+def describe(value: Any) -> str:
+    """Descreve um valor em poucas palavras: forma e dtype de tensores, tipo do resto."""
+    if isinstance(value, torch.Tensor):
+        dtype = str(value.dtype).replace("torch.", "")
+        return f"tensor {tuple(value.shape)} {dtype}"
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(describe(v) for v in value)
+        kind = "tupla" if isinstance(value, tuple) else "lista"
+        return f"{kind} ({inner})"
+    if value is None:
+        return "None"
+    return f"{type(value).__name__} {value!r}"[:120]
+
+
+def _fail(name: str, tried: str, body: str, hint: str | None = None) -> CheckFailure:
+    lines = [f"`{name}` falhou.", f"Teste: {tried}", body]
+    if hint:
+        lines.append(f"Diagnóstico provável: {hint}")
+    return CheckFailure("\n".join(lines))
+
+
+def _student_line(exc: BaseException) -> str:
+    """A última linha do traceback que aponta para código do aluno (célula ou arquivo)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    for frame in reversed(frames):
+        if "transformer_course" not in frame.filename and "torch" not in frame.filename:
+            return f" (linha {frame.lineno}: `{(frame.line or '').strip()}`)"
+    return ""
+
+
+def call(
+    fn: Callable, name: str, tried: str, *args: Any, hint_on_error: str | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Chama a função do aluno, convertendo exceções em mensagens claras.
+
+    ``NotImplementedError`` vira "Você ainda não implementou"; qualquer outra
+    exceção vira uma falha que diz qual teste a provocou (com ``hint_on_error``,
+    o erro provável). Avisos emitidos pela
+    função do aluno são capturados e não chegam ao stderr.
+    """
+    __tracebackhide__ = True
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = fn(*args, **kwargs)
+        except NotImplementedError:
+            raise CheckFailure(
+                f"Você ainda não implementou `{name}` (não implementado): "
+                "substitua `raise NotImplementedError()` pelo seu código."
+            ) from None
+        except CheckFailure:
+            raise
+        except Exception as exc:  # noqa: BLE001 - toda exceção do aluno vira mensagem
+            raise _fail(
+                name,
+                tried,
+                f"Sua função levantou {type(exc).__name__}: {exc}{_student_line(exc)}",
+                hint_on_error,
+            ) from None
+    del caught  # avisos do aluno não vão para o stderr (o nbgrader daria nota 0)
+    return result
+
+
+def expect(condition: bool, name: str, tried: str, body: str, hint: str | None = None) -> None:
+    """Falha com ``body`` (e a dica) quando ``condition`` é falsa."""
+    __tracebackhide__ = True
+    if not condition:
+        raise _fail(name, tried, body, hint)
+
+
+def expect_shape(
+    value: Any, shape: Sequence[int], name: str, tried: str, what: str = "a saída",
+    hint: str | None = None,
+) -> None:
+    """Exige um tensor com a forma dada."""
+    __tracebackhide__ = True
+    if not isinstance(value, torch.Tensor):
+        raise _fail(name, tried, f"Esperava um tensor em {what}; veio {describe(value)}.", hint)
+    if tuple(value.shape) != tuple(shape):
+        raise _fail(
+            name, tried,
+            f"Forma errada em {what}: esperada {tuple(shape)}, obtida {tuple(value.shape)}.", hint,
+        )
+
+
+def _matches(actual: torch.Tensor, candidate: Any, dtype: torch.dtype) -> bool:
+    if not isinstance(candidate, torch.Tensor) or candidate.shape != actual.shape:
+        return False
+    try:
+        torch.testing.assert_close(
+            actual.detach().to(torch.float64), candidate.detach().to(torch.float64),
+            equal_nan=True, **tolerances(dtype),
+        )
+    except AssertionError:
+        return False
+    return True
+
+
+def expect_close(
+    actual: Any,
+    expected: torch.Tensor,
+    name: str,
+    tried: str,
+    what: str = "a saída",
+    mistakes: Iterable[Mistake] = (),
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> None:
+    """Compara ``actual`` com o oráculo usando ``torch.testing.assert_close``.
+
+    Verifica, nesta ordem: é tensor, forma, dtype, NaN/inf, valores. Em caso de
+    diferença, procura entre ``mistakes`` um erro conhecido que produza exatamente
+    ``actual`` e o cita na mensagem.
+    """
+    __tracebackhide__ = True
+    mistakes = list(mistakes)
+
+    def diagnose() -> str | None:
+        if isinstance(actual, torch.Tensor):
+            for mistake in mistakes:
+                if _matches(actual, mistake.value, expected.dtype):
+                    return f"{what} coincide com {mistake.name}."
+        return None
+
+    expect_shape(actual, expected.shape, name, tried, what, hint=diagnose())
+    if actual.dtype != expected.dtype:
+        raise _fail(
+            name, tried,
+            f"dtype errado em {what}: esperado {expected.dtype}, obtido {actual.dtype} "
+            "(a função deve preservar o dtype das entradas).",
+        )
+    if actual.device != expected.device:
+        raise _fail(
+            name, tried,
+            f"O resultado ({what}) está em {actual.device}, mas as entradas estavam em {expected.device} "
+            "(não fixe `cpu`/`cuda` no código; use o device das entradas).",
+        )
+    tol = tolerances(expected.dtype)
+    if rtol is not None:
+        tol["rtol"] = rtol
+    if atol is not None:
+        tol["atol"] = atol
+    try:
+        torch.testing.assert_close(actual.detach(), expected.detach(), equal_nan=False, **tol)
+    except AssertionError:
+        a, e = actual.detach().to(torch.float64), expected.detach().to(torch.float64)
+        bad = ~torch.isclose(a, e, rtol=tol["rtol"], atol=tol["atol"])
+        idx = tuple(int(i) for i in torch.nonzero(bad)[0]) if bad.any() else ()
+        finite = torch.isfinite(a)
+        delta = (a - e).abs()[finite & torch.isfinite(e)]
+        max_delta = f"{delta.max().item():.3g}" if delta.numel() else "—"
+        body = [
+            f"Valores diferentes do esperado em {what} "
+            f"({int(bad.sum())} de {bad.numel()} elementos; maior |Δ| = {max_delta}).",
+        ]
+        if not finite.all():
+            body.append(f"Há em {what} {int((~finite).sum())} valores NaN ou infinitos.")
+        if idx:
+            body.append(
+                f"Primeira diferença no índice {idx}: esperado {e[idx].item():.6g}, "
+                f"obtido {a[idx].item():.6g}."
+            )
+        raise _fail(name, tried, "\n".join(body), diagnose()) from None
+
+
+def snapshot(*tensors: torch.Tensor) -> list[torch.Tensor]:
+    """Cópias das entradas, para verificar depois que nada foi alterado no lugar."""
+    return [t.detach().clone() for t in tensors]
+
+
+def expect_unchanged(
+    before: Sequence[torch.Tensor], after: Sequence[torch.Tensor], labels: Sequence[str],
+    name: str, tried: str,
+) -> None:
+    """Exige que as entradas não tenham sido modificadas no lugar (*in place*)."""
+    __tracebackhide__ = True
+    for label, old, new in zip(labels, before, after, strict=True):
+        same = old.shape == new.shape and torch.equal(
+            torch.nan_to_num(old), torch.nan_to_num(new.detach())
+        )
+        if not same:
+            raise _fail(
+                name, tried,
+                f"A entrada `{label}` foi modificada pela sua função.",
+                "operação no lugar (*in place*, como `masked_fill_`, `div_` ou `+=`) "
+                "sobre a entrada; use a versão que devolve um tensor novo.",
+            )
+
+
+def expect_raises(
+    fn: Callable, exc_type: type[BaseException], name: str, tried: str, *args: Any, **kwargs: Any
+) -> None:
+    """Exige que ``fn(*args)`` levante ``exc_type`` (com mensagem)."""
+    __tracebackhide__ = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            fn(*args, **kwargs)
+        except NotImplementedError:
+            raise CheckFailure(f"Você ainda não implementou `{name}` (não implementado).") from None
+        except exc_type as exc:
+            if not str(exc).strip():
+                raise _fail(
+                    name, tried,
+                    f"Levantou {exc_type.__name__}, mas sem mensagem: explique o problema ao usuário.",
+                ) from None
+            return
+        except Exception as exc:  # noqa: BLE001
+            raise _fail(
+                name, tried,
+                f"Esperava {exc_type.__name__}; sua função levantou {type(exc).__name__}: {exc}",
+            ) from None
+    raise _fail(name, tried, f"Esperava {exc_type.__name__}, mas nenhuma exceção foi levantada.")
+
+
+class forbid_torch_functions(torch.overrides.TorchFunctionMode):
+    """Registra, durante o bloco ``with``, as chamadas às funções proibidas do PyTorch.
+
+    Usa um ``TorchFunctionMode``, que intercepta a chamada mesmo quando o aluno
+    importou a função com outro nome (``from torch.nn.functional import ...``).
+    """
+
+    def __init__(self, *functions: Callable):
+        super().__init__()
+        self.forbidden = {f: getattr(f, "__name__", repr(f)) for f in functions}
+        self.used: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.forbidden:
+            self.used.append(self.forbidden[func])
+        return func(*args, **(kwargs or {}))
+
+
+def passed(name: str, n_checks: int, extra: str = "") -> None:
+    """Uma linha curta de sucesso (stdout)."""
+    suffix = f" {extra}" if extra else ""
+    print(f"✔ `{name}`: {n_checks} verificações passaram.{suffix}")

@@ -1,0 +1,19 @@
+"""Peças do nbgrader específicas do curso (usadas por ``nbgrader_config.py``)."""
+
+from __future__ import annotations
+
+from nbconvert.preprocessors import Preprocessor
+
+
+class ShortTracebacks(Preprocessor):
+    """Na devolutiva, guarda só a mensagem final de cada erro (onde está o texto em pt-BR).
+
+    O traceback completo mostraria o código das verificações (e dos testes ocultos),
+    que não ajuda o aluno.
+    """
+
+    def preprocess_cell(self, cell, resources, index):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                output["traceback"] = [f"{output['ename']}: {output['evalue']}"]
+        return cell, resources
