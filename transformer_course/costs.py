@@ -1,0 +1,126 @@
+"""Quanto custa a atenção e quanto um modelo maior promete (capítulo 7).
+
+- :func:`attention_cost`: FLOPs e bytes da atenção de uma cabeça, contados à mão.
+- :func:`naive_attention` e :func:`time_attention`: a atenção escrita com a matriz
+  de scores explícita, cronometrada contra ``F.scaled_dot_product_attention``.
+- :func:`loglog_slope`: a inclinação de uma reta ajustada em escala log-log.
+- :func:`kaplan_loss`: a lei de escala de Kaplan et al. (2020) em função de N.
+
+Formas: B lote, H cabeças, T comprimento, Dk largura de cada cabeça.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+
+import torch
+from torch.nn import functional as F
+
+__all__ = [
+    "KAPLAN_ALPHA_N",
+    "KAPLAN_N_C",
+    "attention_cost",
+    "count_parameters",
+    "kaplan_loss",
+    "loglog_slope",
+    "naive_attention",
+    "time_attention",
+]
+
+KAPLAN_N_C = 8.8e13  # parâmetros (sem embeddings); Kaplan et al. 2020, tabela 5
+KAPLAN_ALPHA_N = 0.076  # expoente de L(N); idem
+
+
+def kaplan_loss(n_params: float) -> float:
+    """Perda prevista (nats por token) pela lei L(N) = (N_c / N)^α_N de Kaplan et al. (2020).
+
+    Vale para modelos treinados até convergir em dados suficientes (WebText2, tokens BPE);
+    N conta os parâmetros sem os *embeddings*.
+    """
+    if n_params <= 0:
+        raise ValueError(f"n_params deve ser positivo; recebido {n_params}.")
+    return float((KAPLAN_N_C / n_params) ** KAPLAN_ALPHA_N)
+
+
+def attention_cost(seq_len: int, d_model: int) -> dict[str, int]:
+    """FLOPs de QKᵀ e pesos·V (multiplicação-soma = 2 FLOPs) e bytes da matriz n×n em float32."""
+    if seq_len <= 0 or d_model <= 0:
+        raise ValueError(f"seq_len e d_model devem ser positivos; recebidos {seq_len} e {d_model}.")
+    n, d = seq_len, d_model
+    return {"flops": 2 * n * n * d + 2 * n * n * d, "score_bytes": 4 * n * n}
+
+
+def count_parameters(model: torch.nn.Module, exclude_embeddings: bool = False) -> int:
+    """Número de parâmetros treináveis (opcionalmente sem as tabelas ``nn.Embedding``)."""
+    skip = set()
+    if exclude_embeddings:
+        skip = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()}
+    return sum(p.numel() for p in model.parameters() if p.requires_grad and id(p) not in skip)
+
+
+def naive_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+    """Atenção que materializa a matriz de scores (T, T) inteira.
+
+    Formas:
+        Q, K, V (..., T, Dk) -> (..., T, Dk)
+    """
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))  # (..., T, Dk) @ (..., Dk, T) -> (..., T, T)
+    return scores.softmax(dim=-1) @ V  # (..., T, T) @ (..., T, Dk) -> (..., T, Dk)
+
+
+def _median_time(fn, repeats: int, sync) -> float:
+    fn()  # aquecimento
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def time_attention(
+    seq_lens: Sequence[int],
+    d_k: int = 64,
+    n_heads: int = 1,
+    repeats: int = 3,
+    device: torch.device | str = "cpu",
+    seed: int = 0,
+) -> dict[str, list[float]]:
+    """Mede a mediana do tempo (s) da atenção ingênua e de ``F.scaled_dot_product_attention``.
+
+    Devolve as listas ``seq_len``, ``naive_s``, ``sdpa_s``, ``flops`` e ``score_bytes``
+    (de :func:`attention_cost`, somados sobre as cabeças).
+    """
+    device = torch.device(device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    result: dict[str, list[float]] = {k: [] for k in ("seq_len", "naive_s", "sdpa_s", "flops", "score_bytes")}
+    with torch.no_grad():
+        for n in seq_lens:
+            Q, K, V = (torch.randn(1, n_heads, n, d_k, generator=gen, device=device) for _ in range(3))
+            result["seq_len"].append(n)
+            result["naive_s"].append(_median_time(lambda: naive_attention(Q, K, V), repeats, sync))
+            result["sdpa_s"].append(
+                _median_time(lambda: F.scaled_dot_product_attention(Q, K, V), repeats, sync)
+            )
+            cost = attention_cost(n, d_k)
+            result["flops"].append(n_heads * cost["flops"])
+            result["score_bytes"].append(n_heads * cost["score_bytes"])
+    return result
+
+
+def loglog_slope(x: Sequence[float], y: Sequence[float]) -> float:
+    """Inclinação da reta de mínimos quadrados de log y contra log x (o expoente p em y ∝ x^p)."""
+    lx = torch.tensor([math.log(v) for v in x], dtype=torch.float64)
+    ly = torch.tensor([math.log(v) for v in y], dtype=torch.float64)
+    lx, ly = lx - lx.mean(), ly - ly.mean()
+    return float((lx * ly).sum() / (lx * lx).sum())
