@@ -1,30 +1,70 @@
 """Máscaras de atenção (capítulo 5). Convenção do curso: booleanas, True = pode atender.
 
-Formas documentadas (uma só convenção, para não repetir o erro de máscaras com 5 eixos):
-    causal:  (T, T)
-    padding: (B, 1, 1, T)   — difunde sobre cabeças e consultas
-    decoder: (B, 1, T, T)   — causal E padding
+É a convenção de ``F.scaled_dot_product_attention``. Formas documentadas — uma só
+convenção, para não repetir o erro de uma máscara (B, 1, 1, T) que ganha mais um
+eixo dentro da atenção e acaba com 5 eixos:
+
+    causal:  (T, T)         linha = consulta, coluna = chave
+    padding: (B, 1, 1, T)   difunde sobre cabeças e consultas; só as CHAVES são bloqueadas
+    decoder: (B, 1, T, T)   causal E padding
+
+Conversores para as outras convenções do PyTorch (``nn.MultiheadAttention`` usa
+True = bloqueado) e um teste de propriedade da causalidade, reutilizável com
+qualquer função ``(B, T, ...) -> (B, T, ...)``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
+
+__all__ = [
+    "assert_causal",
+    "causal_mask",
+    "decoder_self_mask",
+    "dependency_matrix",
+    "from_key_padding_mask",
+    "future_leak",
+    "masked_softmax",
+    "padding_mask",
+    "perturb_positions",
+    "to_additive_mask",
+    "to_key_padding_mask",
+    "to_mha_attn_mask",
+]
+
+
+# ---------------------------------------------------------------- as máscaras do curso
 
 
 def causal_mask(seq_len: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """Máscara causal (T, T): True na diagonal e abaixo dela (cada posição vê o passado e a si)."""
+    """Máscara causal (T, T): True na diagonal e abaixo dela (cada posição vê o passado e a si).
+
+    Formas:
+        devolve: (T, T) bool; linha i = consulta i, coluna j = chave j; True se j <= i.
+    """
     if seq_len <= 0:
         raise ValueError(f"seq_len deve ser positivo; recebido {seq_len}.")
     return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()
 
 
+def _check_token_ids(token_ids: torch.Tensor) -> None:
+    if token_ids.dim() != 2:
+        raise ValueError(f"token_ids deve ter forma (B, T); recebido com forma {tuple(token_ids.shape)}.")
+
+
 def padding_mask(token_ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     """Máscara de padding (B, 1, 1, T): True nos tokens reais.
+
+    Os dois eixos de tamanho 1 são o das cabeças e o das consultas: a máscara
+    difunde para (B, H, T, T) e bloqueia as COLUNAS (chaves) de padding.
 
     Formas:
         token_ids: (B, T) -> (B, 1, 1, T)
     """
-    return (token_ids != pad_id)[:, None, None, :]
+    _check_token_ids(token_ids)
+    return (token_ids != pad_id)[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
 
 
 def decoder_self_mask(token_ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
@@ -33,14 +73,180 @@ def decoder_self_mask(token_ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     Formas:
         token_ids: (B, T) -> (B, 1, T, T)
     """
+    _check_token_ids(token_ids)
     seq_len = token_ids.size(-1)
+    # (B, 1, 1, T) & (T, T) -> (B, 1, T, T)
     return padding_mask(token_ids, pad_id) & causal_mask(seq_len, token_ids.device)
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Softmax no último eixo com posições bloqueadas = 0 e linhas todas bloqueadas = 0 (nunca NaN)."""
+    """Softmax no último eixo com posições bloqueadas = 0 e linhas todas bloqueadas = 0 (nunca NaN).
+
+    Nenhum NaN é criado nem no caminho de ida nem no gradiente: as linhas sem
+    nenhuma posição permitida são zeradas antes do softmax.
+
+    Formas:
+        scores: (..., Tq, Tk); mask: bool, True = pode atender, difundível para scores
+        devolve: a forma de ``scores``
+    """
     if mask is None:
         return scores.softmax(dim=-1)
-    scores = scores.masked_fill(~mask, float("-inf"))
-    weights = scores.softmax(dim=-1)
-    return weights.nan_to_num(nan=0.0).masked_fill(~mask, 0.0)
+    if mask.dtype != torch.bool:
+        raise ValueError(
+            f"a máscara deve ser booleana (True = pode atender); recebida com dtype {mask.dtype}."
+        )
+    empty_row = ~mask.any(dim=-1, keepdim=True)  # (..., Tq, 1): True se a linha toda é bloqueada
+    scores = scores.masked_fill(~mask, float("-inf")).masked_fill(empty_row, 0.0)
+    return scores.softmax(dim=-1).masked_fill(~mask, 0.0)
+
+
+# ---------------------------------------------------------------- conversões entre convenções
+
+
+def to_additive_mask(
+    mask: torch.Tensor, dtype: torch.dtype = torch.float32, fill: float = float("-inf")
+) -> torch.Tensor:
+    """Máscara booleana (True = pode atender) -> máscara aditiva: 0 onde pode, ``fill`` onde não.
+
+    É o que ``F.scaled_dot_product_attention`` aceita como ``attn_mask`` float (somado
+    aos scores) e o formato de ``nn.Transformer.generate_square_subsequent_mask``.
+    """
+    zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return zeros.masked_fill(~mask, fill)
+
+
+def to_mha_attn_mask(
+    mask: torch.Tensor, n_heads: int | None = None, q_len: int | None = None
+) -> torch.Tensor:
+    """Máscara do curso -> ``attn_mask`` booleano de ``nn.MultiheadAttention`` (True = BLOQUEADO).
+
+    ``nn.MultiheadAttention`` não difunde: quer (Tq, Tk) ou (B·H, Tq, Tk). Uma máscara
+    de padding (B, 1, 1, Tk) precisa de ``q_len`` para virar (B·H, Tq, Tk) — ou vá por
+    :func:`to_key_padding_mask`, que é o caminho natural.
+
+    Formas:
+        (Tq, Tk)              -> (Tq, Tk)
+        (B, Tq, Tk)           -> (B·H, Tq, Tk)   (precisa de ``n_heads``)
+        (B, 1 ou H, Tq, Tk)   -> (B·H, Tq, Tk)   (precisa de ``n_heads``; ``q_len`` se Tq = 1)
+    """
+    if mask.dim() == 2:
+        return ~mask
+    if mask.dim() not in (3, 4):
+        raise ValueError(f"a máscara deve ter 2, 3 ou 4 eixos; recebida com forma {tuple(mask.shape)}.")
+    if n_heads is None:
+        raise ValueError("para uma máscara com eixo de lote, informe n_heads.")
+    if mask.dim() == 3:
+        mask = mask.unsqueeze(1)  # (B, Tq, Tk) -> (B, 1, Tq, Tk)
+    B, _, Tq, Tk = mask.shape
+    Tq = q_len if q_len is not None else Tq
+    mask = mask.expand(B, n_heads, Tq, Tk)
+    return ~mask.reshape(B * n_heads, Tq, Tk)  # (B, H, Tq, Tk) -> (B·H, Tq, Tk)
+
+
+def to_key_padding_mask(mask: torch.Tensor) -> torch.Tensor:
+    """Máscara de padding do curso (B, 1, 1, T) -> ``key_padding_mask`` (B, T), True = padding."""
+    if mask.dim() != 4 or mask.shape[1:3] != (1, 1):
+        raise ValueError(f"esperava uma máscara de padding (B, 1, 1, T); recebida {tuple(mask.shape)}.")
+    return ~mask[:, 0, 0, :]  # (B, 1, 1, T) -> (B, T)
+
+
+def from_key_padding_mask(key_padding_mask: torch.Tensor) -> torch.Tensor:
+    """``key_padding_mask`` (B, T), True = padding -> máscara do curso (B, 1, 1, T), True = real."""
+    if key_padding_mask.dim() != 2:
+        raise ValueError(f"esperava (B, T); recebida {tuple(key_padding_mask.shape)}.")
+    return ~key_padding_mask[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
+
+
+# ---------------------------------------------------------------- causalidade como propriedade
+
+
+def perturb_positions(
+    x: torch.Tensor,
+    positions: torch.Tensor | slice,
+    generator: torch.Generator | None = None,
+    vocab_size: int | None = None,
+) -> torch.Tensor:
+    """Cópia de ``x`` (B, T, ...) com as posições ``positions`` (eixo 1) trocadas.
+
+    Inteiros (ids de tokens) viram outro token garantidamente diferente, em
+    [0, vocab_size); floats recebem ruído N(0, 1). ``x`` não é modificado.
+    """
+    y = x.clone()
+    part = y[:, positions]
+    if x.dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        if vocab_size is None or vocab_size < 2:
+            raise ValueError("para trocar ids de tokens, informe vocab_size >= 2.")
+        shift = torch.randint(1, vocab_size, part.shape, generator=generator).to(x.device)
+        y[:, positions] = (part + shift) % vocab_size
+    else:
+        noise = torch.randn(part.shape, generator=generator, dtype=x.dtype).to(x.device)
+        y[:, positions] = part + noise
+    return y
+
+
+def _output(result):
+    return result[0] if isinstance(result, tuple) else result
+
+
+def future_leak(
+    fn: Callable,
+    x: torch.Tensor,
+    t: int,
+    generator: torch.Generator | None = None,
+    vocab_size: int | None = None,
+) -> float:
+    """Quanto as saídas das posições 0..t mudam quando trocamos a entrada nas posições t+1..T-1.
+
+    Para uma função causal, devolve 0 (a menos de arredondamento).
+    ``fn`` recebe (B, T, ...) e devolve (B, T, ...) ou uma tupla cuja primeira parte é isso.
+    """
+    with torch.no_grad():
+        before = _output(fn(x))
+        after = _output(fn(perturb_positions(x, slice(t + 1, None), generator, vocab_size)))
+    return (after[:, : t + 1] - before[:, : t + 1]).abs().max().item()
+
+
+def dependency_matrix(
+    fn: Callable,
+    x: torch.Tensor,
+    generator: torch.Generator | None = None,
+    vocab_size: int | None = None,
+    atol: float = 1e-6,
+) -> torch.Tensor:
+    """Matriz (T, T) de dependências: [t, s] é True se a saída t muda quando só a entrada s muda.
+
+    Para uma função causal, é triangular inferior (a diagonal incluída).
+    """
+    with torch.no_grad():
+        base = _output(fn(x))
+        T = x.size(1)
+        dep = torch.zeros(T, T, dtype=torch.bool)
+        for s in range(T):
+            out = _output(fn(perturb_positions(x, slice(s, s + 1), generator, vocab_size)))
+            delta = (out - base).abs().transpose(0, 1).reshape(T, -1).amax(dim=1)  # (B, T, ...) -> (T,)
+            dep[:, s] = (delta > atol * (1 + base.abs().max())).cpu()
+    return dep
+
+
+def assert_causal(
+    fn: Callable,
+    x: torch.Tensor,
+    generator: torch.Generator | None = None,
+    vocab_size: int | None = None,
+    atol: float = 1e-6,
+) -> None:
+    """Teste de propriedade: para cada corte t, trocar o futuro (> t) não muda as saídas <= t.
+
+    Levanta ``AssertionError`` (mensagem em pt-BR) no primeiro corte que vaza.
+    """
+    T = x.size(1)
+    with torch.no_grad():
+        scale = 1 + _output(fn(x)).abs().max().item()
+    for t in range(T - 1):
+        leak = future_leak(fn, x, t, generator, vocab_size)
+        if leak > atol * scale:
+            raise AssertionError(
+                f"A função não é causal: trocar as entradas nas posições {t + 1}..{T - 1} mudou a "
+                f"saída nas posições 0..{t} (maior |Δ| = {leak:.3g}). Falta a máscara causal, ou ela "
+                "está invertida ou transposta."
+            )
