@@ -42,12 +42,7 @@ from transformer_course import plots
 from transformer_course.attention import attention_entropy as attention_entropy_ref
 from transformer_course.attention import scaled_dot_product_attention as attention_ref
 from transformer_course.attention import scaling_statistics, softmax_jacobian_norm
-from transformer_course.checks import (
-    check_attention_entropy,
-    check_attention_entropy_hidden,
-    check_scaled_dot_product_attention,
-    check_scaled_dot_product_attention_hidden,
-)
+from transformer_course.checks import check_attention_entropy, check_scaled_dot_product_attention
 from transformer_course.device import get_device, seeded_generator
 
 torch.manual_seed(0)
@@ -173,6 +168,8 @@ check_scaled_dot_product_attention(scaled_dot_product_attention)
 # %% nbgrader={"grade": true, "grade_id": "test_sdpa_hidden", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (float64, 2-D, gradientes, entradas não contíguas...).
 ### BEGIN HIDDEN TESTS
+from transformer_course.checks import check_scaled_dot_product_attention_hidden
+
 check_scaled_dot_product_attention_hidden(scaled_dot_product_attention)
 ### END HIDDEN TESTS
 
@@ -274,6 +271,8 @@ check_attention_entropy(attention_entropy)
 # %% nbgrader={"grade": true, "grade_id": "test_entropy_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (4-D, float64, pesos nulos, vetor 1-D).
 ### BEGIN HIDDEN TESTS
+from transformer_course.checks import check_attention_entropy_hidden
+
 check_attention_entropy_hidden(attention_entropy)
 ### END HIDDEN TESTS
 

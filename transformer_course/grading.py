@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nbconvert.preprocessors import Preprocessor
+from traitlets import Bool
 
 
 class ShortTracebacks(Preprocessor):
@@ -11,6 +12,8 @@ class ShortTracebacks(Preprocessor):
     O traceback completo mostraria o código das verificações (e dos testes ocultos),
     que não ajuda o aluno.
     """
+
+    enabled = Bool(True, help="Os preprocessadores do nbconvert vêm desligados por padrão.").tag(config=True)
 
     def preprocess_cell(self, cell, resources, index):
         for output in cell.get("outputs", []):

@@ -1,0 +1,65 @@
+"""A versão do aluno roda de ponta a ponta: os únicos erros são os "não implementado" das
+verificações (e não uma parede de tracebacks), e ela não contém as soluções."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+from conftest import CHAPTERS, ROOT
+from nbclient import NotebookClient
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_release_runs_up_to_its_stubs(chapter, tmp_path):
+    path = ROOT / "release" / chapter / f"{chapter}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    errors = [
+        (i, out) for i, cell in enumerate(nb.cells) for out in cell.get("outputs", [])
+        if out.output_type == "error"
+    ]
+    assert errors, "a versão do aluno deveria ter exercícios não implementados"
+    for i, out in errors:
+        assert out.ename in {"CheckFailure", "AssertionError"} and "não implementado" in out.evalue, (
+            f"célula {i} de {chapter}: {out.ename}: {out.evalue[:300]}"
+        )
+        assert len(out.traceback) <= 12, f"célula {i}: traceback longo demais ({len(out.traceback)} linhas)"
+    grade_cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
+                   and c.cell_type == "code"]
+    failed_cells = {i for i, _ in errors}
+    assert len(failed_cells) == len(grade_cells), "toda célula de teste deve falhar com 'não implementado'"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_release_hides_solutions_and_hidden_tests(chapter):
+    text = (ROOT / "release" / chapter / f"{chapter}.ipynb").read_text()
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "_hidden(", "Rubrica",
+                   "BEGIN MARK SCHEME"):
+        assert marker not in text, f"{chapter}: a versão do aluno contém {marker!r}"
+    nb = json.loads(text)
+    assert any("SEU CÓDIGO AQUI" in "".join(c["source"]) for c in nb["cells"])
+    assert any("SUA RESPOSTA AQUI" in "".join(c["source"]) for c in nb["cells"])
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapter_structure(chapter):
+    """Cada capítulo tem o que a especificação pede: testes visíveis e ocultos, perguntas abertas,
+    resumo e referências."""
+    nb = nbformat.read(ROOT / "source" / chapter / f"{chapter}.ipynb", as_version=4)
+    meta = [c.metadata.get("nbgrader", {}) for c in nb.cells]
+    tests = [c for c, m in zip(nb.cells, meta) if m.get("grade") and c.cell_type == "code"]
+    manual = [c for c, m in zip(nb.cells, meta) if m.get("grade") and c.cell_type == "markdown"]
+    assert any("BEGIN HIDDEN TESTS" in c.source for c in tests), "faltam testes ocultos"
+    assert any("BEGIN HIDDEN TESTS" not in c.source for c in tests), "faltam testes visíveis"
+    assert len(manual) >= 2, "pelo menos duas perguntas abertas corrigidas à mão"
+    assert all("Rubrica" in c.source for c in manual), "toda pergunta aberta tem rubrica"
+    markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    for heading in ("Objetivos", "Resumo", "Para ir além"):
+        assert heading in markdown, f"falta a seção {heading!r}"
+    for c, m in zip(nb.cells, meta):
+        if m:
+            assert m.get("schema_version") == 3 and m.get("grade_id"), m

@@ -1,0 +1,51 @@
+"""source/, release/ e solutions/ são exatamente o que `make assignments` gera de notebooks/."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import CHAPTERS, ROOT, copy_course
+
+
+def _tree(path):
+    return sorted(p.relative_to(path) for p in path.rglob("*") if p.is_file())
+
+
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory):
+    course = copy_course(tmp_path_factory.mktemp("curso"), parts=("notebooks", "scripts"))
+    result = subprocess.run([sys.executable, "scripts/build_assignments.py"], cwd=course,
+                            capture_output=True, text=True, env=os.environ, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return course
+
+
+@pytest.mark.parametrize("stage", ["source", "release", "solutions"])
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_generated_folders_are_in_sync(regenerated, stage, chapter):
+    committed, fresh = ROOT / stage / chapter, regenerated / stage / chapter
+    assert _tree(committed) == _tree(fresh), f"{stage}/{chapter}: arquivos diferentes; rode `make assignments`"
+    for rel in _tree(fresh):
+        assert filecmp.cmp(committed / rel, fresh / rel, shallow=False), (
+            f"{stage}/{chapter}/{rel} difere da regeneração; rode `make assignments` e versione o resultado"
+        )
+
+
+@pytest.mark.parametrize("stage", ["source", "release", "solutions"])
+def test_every_chapter_has_every_stage(stage):
+    assert sorted(p.name for p in (ROOT / stage).iterdir() if p.is_dir()) == CHAPTERS
+
+
+@pytest.mark.parametrize("stage", ["source", "release", "solutions"])
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_committed_notebooks_have_no_outputs(stage, chapter):
+    nb = json.loads((ROOT / stage / chapter / f"{chapter}.ipynb").read_text())
+    for cell in nb["cells"]:
+        assert cell.get("id"), "célula sem id estável"
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None
