@@ -143,7 +143,7 @@ class TinyGPT(nn.Module):
 
 
 @torch.no_grad()
-def estimate_loss(model: nn.Module, data: torch.Tensor, block_size: int, n_batches: int = 8,
+def estimate_loss(model: nn.Module, data: torch.Tensor, block_size: int, n_batches: int = 4,
                   batch_size: int = 64, seed: int = 1234) -> float:
     """Entropia cruzada média (nats por caractere) em lotes fixos de ``data``."""
     from .text import get_batch
@@ -191,8 +191,12 @@ def train_gpt(
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     history: dict[str, list[float]] = {"step": [], "train_loss": [], "val_loss": [], "seconds": []}
-    model.train()
     start, running = time.perf_counter(), []
+    history["step"].append(0)
+    history["train_loss"].append(float("nan"))
+    history["val_loss"].append(estimate_loss(model, val_data, model.max_len))
+    history["seconds"].append(0.0)
+    model.train()
     for step in range(1, max_steps + 1):
         x, y = get_batch(train_data, model.max_len, batch_size, gen, device)
         loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())

@@ -522,6 +522,8 @@ def _digest(key: str, family: str) -> str:
 def _check_quiz_format(answers) -> dict[str, str]:
     __tracebackhide__ = True
     tried = "formato das respostas"
+    if callable(answers):
+        answers = call(answers, QUIZ, "respostas_quiz()")
     expect(isinstance(answers, dict), QUIZ, tried, f"Esperava um dicionário; veio {describe(answers)}.")
     missing = [k for k in QUIZ_KEYS if k not in answers]
     expect(not missing, QUIZ, tried, f"Faltam as respostas dos itens {missing}.")

@@ -1,0 +1,607 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Capítulo 7 — Famílias de *Transformers*, um GPT em português e o preço da atenção
+#
+# **Objetivos.** Ao fim deste capítulo você vai saber:
+#
+# 1. montar, com os mesmos blocos dos capítulos 3 a 5, as três famílias: só codificador
+#    (*encoder-only*), só decodificador (*decoder-only*) e codificador-decodificador
+#    (*encoder-decoder*), e dizer qual serve para qual tarefa;
+# 2. treinar aqui mesmo, em menos de um minuto de CPU, um GPT de caracteres com a prosa deste curso;
+# 3. escrever a geração autorregressiva (*autoregressive generation*): gulosa, com temperatura e com top-k;
+# 4. contar e medir o custo da atenção, que cresce com o quadrado do comprimento da sequência;
+# 5. ler a lei de escala (*scaling law*) de Kaplan et al. (2020) com as constantes do artigo, e o que ela
+#    não promete.
+#
+# **Pré-requisitos.** Capítulos 2 a 6: atenção, múltiplas cabeças, camadas do codificador e do
+# decodificador, máscaras, laço de treino e entropia cruzada.
+#
+# **Tempo estimado.** 90 a 120 minutos (o notebook inteiro roda em cerca de um minuto e meio).
+#
+# **Legenda de formas** (a mesma em todo o curso): B lote (*batch*), T comprimento da sequência,
+# D `d_model`, H cabeças, Dk = D/H, F `d_ff`, V vocabulário, S comprimento da fonte (atenção cruzada).
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# %matplotlib inline
+import math
+import os
+
+import torch
+
+from transformer_course import plots
+from transformer_course.checks import (
+    check_attention_cost,
+    check_attention_cost_hidden,
+    check_family_quiz,
+    check_family_quiz_hidden,
+    check_generate,
+    check_generate_hidden,
+    check_kaplan_loss,
+    check_kaplan_loss_hidden,
+)
+from transformer_course.costs import attention_cost as attention_cost_ref
+from transformer_course.costs import count_parameters, loglog_slope, time_attention
+from transformer_course.costs import kaplan_loss as kaplan_loss_ref
+from transformer_course.device import get_device, seeded_generator
+from transformer_course.generation import GPTConfig, TinyGPT, next_token_distribution, train_gpt
+from transformer_course.generation import generate as generate_ref
+from transformer_course.layers import TransformerClassifier
+from transformer_course.seq2seq import DateSeq2Seq, DateVocab, sequence_accuracy, train_dates, translate_dates
+from transformer_course.text import CharTokenizer, course_corpus, train_val_split, unigram_baseline
+
+torch.manual_seed(0)
+device = get_device()
+if device.type == "cpu":
+    # Modelos minúsculos: uma thread é mais rápida que duas disputando núcleos ocupados.
+    torch.set_num_threads(1)
+# Na correção automática (nbgrader), os experimentos longos encolhem; as notas não mudam.
+RAPIDO = bool(os.environ.get("NBGRADER_EXECUTION"))
+print(f"PyTorch {torch.__version__} | dispositivo: {device} | modo rápido: {RAPIDO}")
+
+# %% [markdown]
+# ## 1. Três famílias, os mesmos blocos
+#
+# O artigo original (Vaswani et al., 2017) propôs um codificador e um decodificador para traduzir.
+# Logo depois, cada metade ganhou vida própria. A diferença entre as três famílias não está em
+# peças novas: está em **quem pode atender a quem**.
+#
+# - **Só codificador** (BERT, RoBERTa): autoatenção **bidirecional**, cada posição vê a frase inteira.
+#   Ótimo para *entender* um texto já completo: classificar, marcar entidades, achar a resposta num
+#   trecho. O BERT foi pré-treinado como modelo de linguagem mascarado (*masked language model*):
+#   esconde 15 % dos tokens e aprende a adivinhá-los pelos dois lados. Ele não gera texto da esquerda
+#   para a direita.
+# - **Só decodificador** (GPT, LLaMA): autoatenção **causal**, cada posição vê só o passado. Treina
+#   prevendo o próximo token em qualquer texto, sem rótulos, e gera um token por vez.
+# - **Codificador-decodificador** (T5, BART, Whisper): o codificador lê a entrada inteira nos dois
+#   sentidos; o decodificador gera a saída, causal, e consulta a entrada pela **atenção cruzada**
+#   (*cross-attention*): consultas do decodificador, chaves e valores do codificador. Natural quando a
+#   entrada e a saída são sequências diferentes: traduzir, resumir, transcrever.
+
+# %%
+plots.family_masks_figure()
+
+# %% [markdown]
+# **Leitura da figura.** A mesma matriz de atenção dos capítulos 2 a 5, só que desenhada como
+# máscara: no codificador, tudo azul; no decodificador, o triângulo de baixo (a máscara causal do
+# capítulo 5); na atenção cruzada, cada posição da saída vê **todas** as posições da fonte — a fonte já
+# existe inteira, não há futuro para esconder.
+#
+# ### 1.1 Só codificador: um classificador
+#
+# O `TransformerClassifier` do capítulo 4 é um codificador com uma cabeça de classificação em cima
+# da média dos tokens. Sem treino, ele só mostra as formas:
+
+# %%
+classificador = TransformerClassifier(vocab_size=50, n_classes=3, d_model=32, n_heads=4, n_layers=2, d_ff=64)
+ids = torch.randint(1, 50, (2, 7), generator=seeded_generator(0))  # (B, T), 0 é padding
+logits, pesos = classificador(ids)
+logits.shape, pesos[0].shape  # (B, C) e, por camada, (B, H, T, T)
+
+# %% [markdown]
+# ### 1.2 Só decodificador: o bloco do GPT
+#
+# Um bloco de decodificador sem atenção cruzada é exatamente um `EncoderLayer` do capítulo 4
+# recebendo a máscara causal. O `TinyGPT` do pacote empilha alguns desses blocos entre um
+# *embedding* (de tokens e de posições) e uma projeção para o vocabulário. Prova de causalidade: mudar
+# um token do futuro não muda nenhum logit do passado.
+
+# %%
+gpt_teste = TinyGPT(GPTConfig(vocab_size=20, max_len=16, d_model=32, n_heads=4, n_layers=2, d_ff=64)).eval()
+x = torch.randint(20, (1, 10), generator=seeded_generator(1))
+x_mudado = x.clone()
+x_mudado[0, 6] = (x[0, 6] + 1) % 20  # muda só a posição 6
+with torch.no_grad():
+    a, b = gpt_teste(x), gpt_teste(x_mudado)  # (1, T, V)
+(a - b).abs().amax(dim=-1)  # posições 0..5 iguais (0); de 6 em diante, diferentes
+
+# %% [markdown]
+# ### 1.3 Codificador-decodificador: datas por extenso
+#
+# Uma tarefa de sequência para sequência (*seq2seq*) que treina em segundos: escrever
+# "30/11/2026" como "trinta de novembro de 2026". A entrada é curta e está toda disponível; a
+# saída tem outro comprimento. O `DateSeq2Seq` do pacote usa o `TransformerEncoder` do capítulo 4
+# e `DecoderLayer`s com atenção cruzada; treinamos com *teacher forcing* (o decodificador recebe o
+# alvo verdadeiro deslocado e prevê o próximo caractere).
+
+# %%
+vocab_datas = DateVocab()
+torch.manual_seed(0)
+tradutor = DateSeq2Seq(vocab_datas.size).to(device)
+hist_datas = train_dates(tradutor, vocab_datas, steps=20 if RAPIDO else 300, max_seconds=12.0)
+print(f"{len(hist_datas['loss'])} passos em {hist_datas['seconds'][0]:.1f} s; "
+      f"perda final {hist_datas['loss'][-1]:.3f}")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+datas = ["30/11/2026", "01/05/1999", "17/08/2043", "22/02/1970"]
+for data, escrita in zip(datas, translate_dates(tradutor, vocab_datas, datas)):
+    print(f"{data} -> {escrita}")
+print(f"datas novas escritas sem nenhum erro: {sequence_accuracy(tradutor, vocab_datas):.0%}")
+
+# %% [markdown]
+# Onde o decodificador olha? A atenção cruzada da última camada, média das cabeças, mostra, para
+# cada caractere gerado (linhas), quais caracteres da data de entrada (colunas) ele consultou.
+
+# %%
+fonte = "30/11/2026"
+saida = translate_dates(tradutor, vocab_datas, [fonte])[0]
+src = torch.tensor([vocab_datas.encode(fonte, len(fonte) + 1)], device=device)
+tgt = torch.tensor([vocab_datas.encode(saida, len(saida) + 1, bos=True)[:-1]], device=device)
+with torch.no_grad():
+    _, cruzada = tradutor(src, tgt, return_cross=True)
+mapa = cruzada[-1][0].mean(0)[:, : len(fonte)]  # (H, T, S) -> (T, S)
+plots.attention_heatmap(mapa, list(saida), list(fonte), "Atenção cruzada: saída (linhas) × data (colunas)",
+                        annotate=False)
+
+# %% [markdown]
+# Com pouco treino o mapa é ruidoso, mas costuma mostrar o essencial: os caracteres do ano
+# consultam os dígitos do ano, o nome do mês consulta "11". Isso é o que a atenção cruzada faz.
+#
+# ### Exercício 1 — questionário: que família para qual tarefa? (3 pontos)
+#
+# Para cada tarefa, escolha a família mais natural: `"encoder"`, `"decoder"` ou `"encoder-decoder"`.
+#
+# - **a)** classificar avaliações de produtos como positivas, neutras ou negativas;
+# - **b)** traduzir manuais técnicos do português para o espanhol;
+# - **c)** completar o código que um programador está digitando, continuando o arquivo;
+# - **d)** marcar, em cada palavra de um contrato, se ela é nome de pessoa, de empresa ou de lugar;
+# - **e)** transcrever em texto o áudio de uma reunião (a entrada é o espectrograma inteiro).
+#
+# Escreva a função `respostas_quiz()` que devolve o dicionário `{"a": ..., ..., "e": ...}`. O teste
+# visível confere só o formato; a correção das respostas é oculta.
+
+# %% nbgrader={"grade": false, "grade_id": "quiz", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def respostas_quiz():
+    """Família de cada tarefa: "encoder", "decoder" ou "encoder-decoder"."""
+    ### BEGIN SOLUTION
+    return {
+        # a) classificar: a frase inteira está disponível e a saída é um rótulo; ver os dois lados
+        #    ajuda e não há nada a gerar -> só codificador (BERT e parentes).
+        "a": "encoder",
+        # b) traduzir: uma entrada completa vira outra sequência, de outro comprimento e outra
+        #    língua -> codificador-decodificador (o caso para o qual o Transformer nasceu).
+        "b": "encoder-decoder",
+        # c) continuar um arquivo: prever o próximo token, da esquerda para a direita -> só decodificador.
+        "c": "decoder",
+        # d) um rótulo por palavra (NER), com o contexto dos dois lados -> só codificador.
+        "d": "encoder",
+        # e) áudio -> texto: a entrada inteira (não textual) é lida de uma vez e a saída é gerada
+        #    consultando-a pela atenção cruzada -> codificador-decodificador (Whisper).
+        "e": "encoder-decoder",
+    }
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_quiz", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+check_family_quiz(respostas_quiz)
+
+# %% nbgrader={"grade": true, "grade_id": "test_quiz_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Testes ocultos: as respostas certas.
+### BEGIN HIDDEN TESTS
+check_family_quiz_hidden(respostas_quiz)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 2. Um GPT de caracteres treinado com este curso
+#
+# Para treinar um modelo de linguagem precisamos de texto. Em vez de baixar um corpus, usamos o
+# que já está no computador: a prosa em português dos capítulos deste curso (as células de texto de
+# `notebooks/*.py`, sem fórmulas nem código). Os *tokens* são caracteres, então o vocabulário é
+# pequeno e não precisamos de nenhum tokenizador treinado.
+
+# %%
+texto = course_corpus()
+tokenizador = CharTokenizer(texto)
+dados = tokenizador.encode(texto)
+treino, validacao = train_val_split(dados, val_fraction=0.1)
+len(texto), tokenizador.vocab_size, len(treino), len(validacao)
+
+# %%
+print(texto[:400])
+
+# %% [markdown]
+# **Duas linhas de base.** Um modelo que chuta todo caractere com a mesma probabilidade tem
+# entropia cruzada $\ln V$. Um modelo de **unigramas** prevê cada caractere com a sua frequência no
+# treino, ignorando o contexto; é o melhor que se faz sem olhar para trás. O GPT só aprendeu algo
+# se ficar **bem abaixo** da linha dos unigramas, na validação.
+
+# %%
+linha_unigramas = unigram_baseline(treino, validacao, tokenizador.vocab_size)
+round(math.log(tokenizador.vocab_size), 3), round(linha_unigramas, 3)
+
+# %% [markdown]
+# O modelo: 2 blocos, $D = 96$, 4 cabeças, contexto de 64 caracteres. O treino usa AdamW, um
+# aquecimento curto e decaimento cosseno (capítulo 6), e para em 600 passos ou 45 segundos, o que
+# vier antes.
+
+# %%
+config = GPTConfig(vocab_size=tokenizador.vocab_size, max_len=64, d_model=96, n_heads=4, n_layers=2, d_ff=384)
+torch.manual_seed(0)
+gpt = TinyGPT(config).to(device)
+n_total = count_parameters(gpt)
+n_sem_embeddings = count_parameters(gpt, exclude_embeddings=True)
+n_total, n_sem_embeddings
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+historico = train_gpt(gpt, treino, validacao, max_steps=20 if RAPIDO else 600, max_seconds=45.0,
+                      batch_size=32, lr=3e-3, eval_every=10 if RAPIDO else 25)
+perda_val = historico["val_loss"][-1]
+print(f"{historico['step'][-1]} passos em {historico['total_seconds'][0]:.1f} s; "
+      f"validação {perda_val:.3f} nats/caractere (unigramas: {linha_unigramas:.3f})")
+
+# %%
+plots.training_curves_figure(historico, linha_unigramas, tokenizador.vocab_size)
+
+# %% [markdown]
+# **Leitura da figura.** No começo, a perda está perto de $\ln V$ (o modelo não sabe nada). Em
+# poucas dezenas de passos ela cruza a linha dos unigramas: o modelo aprendeu quais letras são
+# comuns. O que vem depois disso é contexto: depois de "qu" vem "e"; depois de "çã" vem "o". Se a
+# validação descolasse da curva de treino e subisse, seria sobreajuste (*overfitting*): o corpus
+# é pequeno, e um treino muito mais longo acabaria decorando-o.
+
+# %% [markdown]
+# ## 3. Geração autorregressiva
+#
+# Um modelo de linguagem devolve, para cada posição, logits $z \in \mathbb{R}^V$ sobre o próximo
+# token. Para gerar, repetimos: passar o contexto, pegar os logits da **última** posição, escolher um
+# token, acrescentá-lo ao contexto.
+#
+# **Temperatura.** Dividimos os logits por $T > 0$ antes do softmax:
+#
+# $$p_i(T) = \frac{e^{z_i / T}}{\sum_j e^{z_j / T}} .$$
+#
+# $T = 1$ é a distribuição do modelo; $T < 1$ a afia (os prováveis ficam mais prováveis); $T > 1$ a
+# achata. Quando $T \to 0^+$, a razão entre o maior termo e qualquer outro, $e^{(z_{\max} - z_i)/T}$,
+# vai ao infinito: $p(T)$ tende ao *one-hot* do argmax. Por isso **temperatura 0 significa
+# escolha gulosa** (*greedy*): `argmax`, sem sorteio — e sem dividir por zero.
+#
+# Dividir as **probabilidades** por $T$ depois do softmax não faz nada: o sorteio renormaliza e a
+# distribuição é a mesma. A temperatura age nos logits.
+#
+# **Top-k.** Antes do softmax, mantemos só os $k$ maiores logits e pomos $-\infty$ nos outros:
+# tokens muito improváveis, que somados ainda pesam, deixam de ser sorteados.
+
+# %%
+prompt = tokenizador.encode("A atenção ")[None].to(device)  # (1, T0)
+with torch.no_grad():
+    ultimos = gpt(prompt)[0, -1].float().cpu()  # (V,)
+distribuicoes = {f"T = {t}": next_token_distribution(ultimos, float(t.replace(",", "."))) for t in ("0,5", "1", "2")}
+plots.next_char_figure(tokenizador.chars, distribuicoes, "Próximo caractere depois de “A atenção ”")
+
+# %% [markdown]
+# ### Exercício 2 — `generate` (6 pontos)
+#
+# Escreva `generate(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, generator=None)`:
+#
+# - `model(ids)` devolve logits $(B, T, V)$; use só os da última posição;
+# - `prompt_ids` $(B, T_0)$ inteiros; a saída é um `LongTensor` $(B, T_0 + \text{max\_new\_tokens})$
+#   que começa pelo prompt;
+# - `temperature == 0`: escolha gulosa (argmax); senão divida os logits por `temperature`;
+# - `top_k` (ou `None`): mantenha só os `top_k` maiores logits (se `top_k` passar do vocabulário,
+#   mantenha todos);
+# - sorteie com `torch.multinomial(..., generator=generator)`, para que a mesma semente dê o mesmo texto
+#   (nunca o gerador global);
+# - se o modelo tiver o atributo `max_len`, passe a ele só os últimos `max_len` tokens
+#   (`getattr(model, "max_len", None)`);
+# - `max_new_tokens < 0` ou `temperature < 0`: `ValueError` com mensagem; não modifique `prompt_ids`.
+#
+# Os testes usam um modelo de brinquedo cujos logits são conhecidos (uma tabela de bigramas) e
+# sorteiam milhares de vezes para comparar as frequências com $\mathrm{softmax}(z/T)$.
+
+# %% nbgrader={"grade": false, "grade_id": "generate", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def generate(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    """Acrescenta max_new_tokens tokens ao prompt, um por vez."""
+    ### BEGIN SOLUTION
+    if max_new_tokens < 0 or temperature < 0:
+        raise ValueError("max_new_tokens e temperature não podem ser negativos.")
+    max_len = getattr(model, "max_len", None)
+    ids = prompt_ids
+    for _ in range(max_new_tokens):
+        context = ids if max_len is None else ids[:, -max_len:]
+        with torch.no_grad():
+            logits = model(context)[:, -1, :]  # (B, T, V) -> (B, V)
+        if temperature == 0:
+            nxt = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+        else:
+            logits = logits / temperature
+            if top_k is not None:
+                kth = logits.topk(min(top_k, logits.size(-1)), dim=-1).values[:, -1:]  # (B, 1)
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+            nxt = torch.multinomial(logits.softmax(dim=-1), 1, generator=generator)  # (B, 1)
+        ids = torch.cat([ids, nxt], dim=1)  # (B, T) -> (B, T + 1)
+    return ids
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_generate", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+check_generate(generate)
+
+# %% nbgrader={"grade": true, "grade_id": "test_generate_hidden", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# Testes ocultos: float64, prompt maior que max_len, top-k = 1, top-k maior que o vocabulário,
+# temperatura e top-k juntos, max_new_tokens = 0, ValueError.
+### BEGIN HIDDEN TESTS
+check_generate_hidden(generate)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Daqui em diante usamos `generate_ref`, a versão do pacote, para que o notebook rode mesmo antes
+# de você terminar o exercício. Três amostras do nosso GPT, com o mesmo prompt:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+for titulo, t, k in (("gulosa (T = 0)", 0.0, None), ("T = 0,8, top-k = 10", 0.8, 10), ("T = 1,5", 1.5, None)):
+    saida = generate_ref(gpt, prompt, 160, temperature=t, top_k=k, generator=seeded_generator(0, device))
+    print(f"--- {titulo}\n{tokenizador.decode(saida[0])}\n")
+
+# %% [markdown]
+# A gulosa costuma entrar em laço ("de atenção de atenção de..."): escolher sempre o mais provável
+# não produz o texto mais provável, e repetições se reforçam. Com $T$ alto aparecem sequências de
+# letras sem sentido. No meio, com top-k, saem palavras reais do curso e uma sintaxe que lembra o
+# português — de um modelo de cerca de duzentos mil parâmetros que treinou menos de um minuto.
+#
+# ### 3.1 Explore: temperatura, top-k e prompt
+#
+# Mova os controles: temperatura 0 (gulosa) até 2, top-k de 0 (sem corte) até o vocabulário inteiro,
+# a semente do sorteio e o prompt. Em cima, o texto gerado; embaixo, a distribuição do próximo
+# caractere logo depois do prompt, com a temperatura e o top-k aplicados.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from transformer_course.widgets import generation_widget
+
+generation_widget(gpt, tokenizador)
+
+# %% [markdown]
+# ## 4. Quanto custa a atenção
+#
+# A autoatenção compara cada posição com todas as outras: com $n$ posições, a matriz de scores
+# $QK^\top$ é $n \times n$. Para uma cabeça de largura $d$ (lote 1), contando cada multiplicação-soma
+# como 2 operações de ponto flutuante (FLOPs):
+#
+# - $QK^\top$: $(n \times d)\cdot(d \times n)$, $n^2$ produtos escalares de $d$ termos: $2n^2d$ FLOPs;
+# - pesos$\cdot V$: $(n \times n)\cdot(n \times d)$: outros $2n^2d$ FLOPs;
+# - a matriz de scores em float32 ocupa $4n^2$ bytes.
+#
+# Dobrar $n$ quadruplica as duas coisas. As projeções $W_Q, W_K, W_V, W_O$ custam $8nd^2$, linear em $n$:
+# para $n \gg d$, a atenção domina.
+#
+# ### Exercício 3 — `attention_cost` (3 pontos)
+#
+# Escreva `attention_cost(seq_len, d_model)` que devolve `{"flops": ..., "score_bytes": ...}` com os
+# FLOPs dos dois produtos acima e os bytes da matriz de scores em float32. Tamanhos não positivos:
+# `ValueError`.
+
+# %% nbgrader={"grade": false, "grade_id": "attention_cost", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def attention_cost(seq_len, d_model):
+    """FLOPs de QKᵀ e pesos·V, e bytes da matriz de scores n×n em float32."""
+    ### BEGIN SOLUTION
+    if seq_len <= 0 or d_model <= 0:
+        raise ValueError("seq_len e d_model devem ser positivos.")
+    scores = 2 * seq_len * seq_len * d_model  # QKᵀ: n² produtos escalares de d termos
+    mix = 2 * seq_len * seq_len * d_model  # pesos·V
+    return {"flops": scores + mix, "score_bytes": 4 * seq_len * seq_len}
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_attention_cost", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+check_attention_cost(attention_cost)
+
+# %% nbgrader={"grade": true, "grade_id": "test_attention_cost_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# Testes ocultos: outros tamanhos, crescimento quadrático, ValueError.
+### BEGIN HIDDEN TESTS
+check_attention_cost_hidden(attention_cost)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### 4.1 Medindo
+#
+# Agora cronometramos duas implementações da mesma conta, para $n$ crescente ($d = 64$, uma cabeça):
+# a ingênua, que materializa a matriz $n \times n$ (a do capítulo 2), e `F.scaled_dot_product_attention`
+# do PyTorch. Em escala log-log, $t \propto n^p$ vira uma reta de inclinação $p$.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+comprimentos = [64, 128, 256] if RAPIDO else [256, 512, 1024, 2048, 4096]
+custo = time_attention(comprimentos, d_k=64, repeats=3, device=device)
+inclinacoes = {k: loglog_slope(custo["seq_len"][-3:], custo[k][-3:]) for k in ("naive_s", "sdpa_s")}
+{k: round(v, 2) for k, v in inclinacoes.items()}
+
+# %%
+plots.attention_cost_figure(custo, inclinacoes)
+
+# %% [markdown]
+# **Leitura da figura.** As inclinações são ajustadas nos três maiores comprimentos (nos pequenos,
+# o tempo fixo de chamar as funções pesa mais que a conta). Elas ficam perto de 2, como os FLOPs
+# contados à direita: o tempo cresce com o quadrado do comprimento. Para $n = 4096$, a matriz de
+# scores de **uma** cabeça já ocupa 64 MiB; um modelo com 32 cabeças e 32 camadas multiplica isso.
+#
+# **FlashAttention** (Dao et al., 2022) calcula **exatamente** o mesmo resultado sem nunca guardar a
+# matriz $n \times n$ na memória principal da GPU. A ideia é ser consciente da entrada e saída de
+# memória (*IO-aware*): em GPUs, mover dados entre a memória grande e lenta (HBM) e a memória
+# pequena e rápida do chip (SRAM) custa mais que as contas. O algoritmo percorre $K$ e $V$ em blocos
+# que cabem na SRAM e mantém, para cada linha, o máximo e a soma parciais do softmax (o softmax
+# "online"), corrigindo o acumulado a cada bloco. Os FLOPs continuam $O(n^2 d)$ — a inclinação 2 não
+# muda —, mas a memória extra cai de $O(n^2)$ para $O(n)$ e o tempo cai várias vezes. Na GPU,
+# `F.scaled_dot_product_attention` escolhe um núcleo desse tipo sozinho; na CPU, o ganho é menor.
+# Métodos "lineares" (Longformer, Performer) mudam a conta em si e dão resultados diferentes.
+
+# %% [markdown]
+# ## 5. Leis de escala
+#
+# Kaplan et al. (2020) treinaram modelos de linguagem de $10^3$ a $10^9$ parâmetros e acharam que,
+# com dados suficientes e treino até perto da convergência, a perda de teste segue uma lei de
+# potência no número $N$ de parâmetros (sem contar os *embeddings*):
+#
+# $$L(N) = \left(\frac{N_c}{N}\right)^{\alpha_N}, \qquad N_c \approx 8{,}8 \cdot 10^{13},
+# \qquad \alpha_N \approx 0{,}076,$$
+#
+# com $L$ em nats por token (tokens BPE do WebText2). Em escala log-log é uma reta: $\log L =
+# \alpha_N(\log N_c - \log N)$. Multiplicar $N$ por 10 multiplica a perda por $10^{-0{,}076} \approx 0{,}84$.
+#
+# ### Exercício 4 — `kaplan_loss` (2 pontos)
+#
+# Escreva `kaplan_loss(n_params)` que devolve $L(N)$ como `float`; `n_params <= 0` levanta `ValueError`.
+
+# %% nbgrader={"grade": false, "grade_id": "kaplan_loss", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def kaplan_loss(n_params):
+    """Perda prevista pela lei L(N) = (N_c / N)^α_N de Kaplan et al. (2020)."""
+    ### BEGIN SOLUTION
+    if n_params <= 0:
+        raise ValueError("n_params deve ser positivo.")
+    N_c, alpha_N = 8.8e13, 0.076
+    return float((N_c / n_params) ** alpha_N)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_kaplan_loss", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+check_kaplan_loss(kaplan_loss)
+
+# %% nbgrader={"grade": true, "grade_id": "test_kaplan_loss_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# Testes ocultos: outros tamanhos, monotonia, ValueError.
+### BEGIN HIDDEN TESTS
+check_kaplan_loss_hidden(kaplan_loss)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Onde fica o nosso GPT na curva? Marcamos também dois modelos conhecidos (tamanhos aproximados,
+# sem *embeddings*): o GPT-2 de 1,5 bilhão de parâmetros e o GPT-3 de 175 bilhões.
+
+# %%
+plots.kaplan_figure(kaplan_loss_ref, {"nosso TinyGPT": n_sem_embeddings, "GPT-2 (1,5 B)": 1.5e9, "GPT-3 (175 B)": 1.75e11})
+
+# %%
+{"nosso GPT, previsto (nats/token BPE)": round(kaplan_loss_ref(n_sem_embeddings), 2),
+ "nosso GPT, medido (nats/caractere)": round(perda_val, 2),
+ "10× mais parâmetros multiplica a perda por": round(10**-0.076, 3)}
+
+# %% [markdown]
+# **O que a lei promete e o que não promete.** Ela descreve uma tendência medida em uma família de
+# modelos, um conjunto de dados (WebText2) e um tokenizador (BPE), com dados e treino suficientes.
+# Nosso ponto está na curva só como ilustração: medimos nats por **caractere**, num corpus minúsculo,
+# com um treino de um minuto longe da convergência — os dois números não são comparáveis. A lei não
+# diz nada sobre capacidades específicas (raciocinar, seguir instruções), nem sobre o que acontece
+# fora da faixa medida; ela vale quando o gargalo é só $N$ (com poucos dados, a perda para de cair:
+# Kaplan et al. dão também $L(N, D)$); e a divisão ótima do orçamento entre parâmetros e dados foi
+# revista por Hoffmann et al. (2022, "Chinchilla"), que acharam que os modelos da época eram grandes
+# demais para os dados que viam. E a perda de teste não é a utilidade do modelo.
+#
+# **A conta do texto-semente.** Versões que circulam escrevem "perda ≈ 10 × N^(−0,076)". Isso não é a
+# lei de Kaplan: com $N_c$ o fator vale $N_c^{\alpha_N} \approx 11{,}5$, e não 10, e a forma
+# $(N_c/N)^{\alpha_N}$ deixa claro o que $N_c$ significa — a escala em que a perda prevista chegaria a 1 nat.
+
+# %% [markdown]
+# ## 6. Perguntas abertas (corrigidas à mão)
+#
+# **Pergunta 1 (2 pontos).** Por que os modelos só decodificador passaram a dominar os grandes
+# modelos de linguagem, se o *Transformer* original era codificador-decodificador? Dê pelo menos dois
+# motivos e relacione um deles com algo que você viu neste capítulo.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "q_decoder_dominance", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
+# ### BEGIN SOLUTION
+# **Resposta modelo.** (1) O objetivo de prever o próximo token usa qualquer texto sem rótulos e
+# cada posição de cada sequência dá um exemplo de treino (a máscara causal permite treinar todas as
+# posições em paralelo) — como o nosso GPT, treinado só com a prosa do curso, sem anotação nenhuma.
+# (2) Uma só pilha, uma só interface: toda tarefa vira "continuar um texto" (instrução + entrada no
+# prompt), e o mesmo modelo gera, classifica e traduz; com escala, surge o aprendizado em contexto
+# (*in-context learning*, GPT-3) sem ajuste fino. (3) A geração é natural (um token por vez, com o
+# que vimos de temperatura e top-k) e há um só conjunto de pesos para escalar, com leis de escala
+# previsíveis; na inferência, o cache de chaves e valores torna cada novo token barato.
+#
+# **Rubrica (2 pontos).**
+# - 1 ponto: dois motivos corretos entre dados sem rótulo / objetivo simples, interface única de texto
+#   e aprendizado em contexto, simplicidade para escalar. Meio ponto para um só motivo.
+# - 1 ponto: liga um motivo a algo do capítulo (o GPT treinado sem rótulos, a máscara causal que treina
+#   todas as posições de uma vez, a geração autorregressiva, a lei de escala). "Porque é melhor" sem
+#   razão não pontua.
+# ### END SOLUTION
+
+# %% [markdown]
+# **Pergunta 2 (2 pontos).** Descreva uma situação em que um codificador-decodificador ainda é a
+# melhor escolha, e explique o que a atenção cruzada e o codificador bidirecional oferecem ali que um
+# modelo só decodificador do mesmo tamanho não oferece tão bem.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "q_encoder_decoder", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
+# ### BEGIN SOLUTION
+# **Resposta modelo.** Quando a entrada é completa, longa ou de outra natureza e a saída é uma
+# sequência diferente, condicionada a ela: tradução, resumo, transcrição de fala (Whisper), datas por
+# extenso como na seção 1.3, em especial com modelos pequenos ou orçamento de inferência apertado.
+# O codificador lê a entrada **uma vez**, nos dois sentidos (cada token da entrada vê os seguintes,
+# o que um decodificador causal não faz), e pode até receber algo que não é texto (espectrograma).
+# A atenção cruzada deixa cada passo da saída consultar diretamente qualquer posição da entrada (o
+# mapa da seção 1.3), sem que a entrada e a saída disputem o mesmo contexto causal; a entrada não
+# precisa ser reprocessada nem ocupar o contexto da geração, e o custo da atenção fica
+# $O(T \cdot S)$ na cruzada em vez de $O((S + T)^2)$.
+#
+# **Rubrica (2 pontos).**
+# - 1 ponto: uma situação adequada (entrada completa → saída de outro comprimento/modalidade), com
+#   exemplo concreto.
+# - 1 ponto: explica pelo menos uma vantagem mecânica: codificação bidirecional da entrada, atenção
+#   cruzada para consultar a entrada, entrada de outra modalidade, custo/eficiência. Citar só "T5 é
+#   bom em tradução" sem o porquê vale meio ponto.
+# ### END SOLUTION
+
+# %% [markdown]
+# ## Resumo
+#
+# - As três famílias usam os mesmos blocos e diferem em quem pode atender a quem: codificador
+#   bidirecional (entender), decodificador causal (gerar), codificador-decodificador com atenção
+#   cruzada (transformar uma sequência em outra).
+# - Um GPT de caracteres com cerca de duzentos mil parâmetros, treinado em menos de um minuto com a
+#   prosa deste curso, fica bem abaixo da linha de base dos unigramas e escreve algo que lembra português.
+# - Gerar é repetir: logits da última posição, dividir por $T$, cortar no top-k, sortear com um
+#   gerador próprio, acrescentar. $T = 0$ é o argmax.
+# - A atenção custa $4n^2d$ FLOPs e $4n^2$ bytes de scores por cabeça: medimos inclinação ≈ 2 em
+#   log-log. FlashAttention dá o mesmo resultado sem guardar a matriz $n \times n$.
+# - Kaplan et al.: $L(N) = (N_c/N)^{\alpha_N}$, $N_c \approx 8{,}8\cdot10^{13}$, $\alpha_N \approx 0{,}076$ —
+#   uma tendência empírica, com condições, não uma promessa de capacidades.
+#
+# ## Para ir além
+#
+# - A. Vaswani et al. (2017), *Attention Is All You Need*, NeurIPS — o codificador-decodificador original.
+# - J. Devlin et al. (2019), *BERT: Pre-training of Deep Bidirectional Transformers for Language
+#   Understanding*, NAACL — só codificador, modelo de linguagem mascarado.
+# - A. Radford et al. (2018, 2019), *Improving Language Understanding by Generative Pre-Training* e
+#   *Language Models are Unsupervised Multitask Learners* — GPT e GPT-2.
+# - T. Brown et al. (2020), *Language Models are Few-Shot Learners*, NeurIPS — GPT-3 e o aprendizado em contexto.
+# - C. Raffel et al. (2020), *Exploring the Limits of Transfer Learning with a Unified Text-to-Text
+#   Transformer*, JMLR — T5, que compara as três famílias.
+# - A. Holtzman et al. (2020), *The Curious Case of Neural Text Degeneration*, ICLR — por que a gulosa
+#   repete, top-k e *nucleus sampling*.
+# - J. Kaplan et al. (2020), *Scaling Laws for Neural Language Models*, arXiv:2001.08361 — equação (1.1).
+# - J. Hoffmann et al. (2022), *Training Compute-Optimal Large Language Models* — "Chinchilla".
+# - T. Dao et al. (2022), *FlashAttention: Fast and Memory-Efficient Exact Attention with IO-Awareness*, NeurIPS.
+# - A. Karpathy, nanoGPT (GitHub) — um GPT de caracteres legível, que inspirou o nosso.
