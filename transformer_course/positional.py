@@ -126,8 +126,12 @@ class LearnedPositionalEmbedding(nn.Module):
         return x + self.position_embedding(positions)  # (B, T, D) + (T, D) -> (B, T, D)
 
 
-def rope_frequencies(d: int, base: float = 10000.0, dtype: torch.dtype = torch.float64,
-                     device: torch.device | str | None = None) -> torch.Tensor:
+def rope_frequencies(
+    d: int,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
     """θ_i = base^(−2i/d) para i = 0 … d/2 − 1 (a mesma escada de frequências da senoidal).
 
     Formas:
@@ -151,9 +155,7 @@ def _rope_angles(x: torch.Tensor, positions: torch.Tensor | None, base: float) -
     return positions.to(x.dtype)[:, None] * theta  # (T, 1) * (D/2,) -> (T, D/2)
 
 
-def apply_rope(
-    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0
-) -> torch.Tensor:
+def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
     """Aplica RoPE: gira cada par intercalado (x[2i], x[2i+1]) pelo ângulo p·θ_i.
 
     Em números complexos: z_i = x[2i] + j·x[2i+1] vira z_i·e^{j·p·θ_i}, com θ_i = base^(−2i/d).

@@ -1,0 +1,829 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Capítulo 1 — Embeddings e posição: como o *Transformer* sabe a ordem das palavras
+#
+# **Objetivos.** Ao fim deste capítulo você vai saber:
+#
+# 1. mostrar, com números, que a autoatenção sem posição é *equivariante a permutações* — embaralhar
+#    as palavras só embaralha a saída;
+# 2. transformar *tokens* em vetores com uma tabela de *embeddings* e explicar o fator $\sqrt{d_\text{model}}$
+#    e o `padding_idx`;
+# 3. construir a codificação posicional senoidal, dizer quais dimensões oscilam depressa e quais
+#    devagar, e provar que $PE(p+k)$ é uma rotação de $PE(p)$;
+# 4. implementar posições aprendidas, RoPE (rotação de pares) e ALiBi (viés linear nos scores), e
+#    comparar os quatro esquemas — inclusive no que a evidência diz sobre textos mais longos que os
+#    do treino.
+#
+# **Pré-requisitos.** Tensores do PyTorch, `nn.Module`, seno e cosseno, números complexos na forma
+# $e^{i\varphi}$. A atenção do capítulo 2 aparece na seção 1 como caixa-preta:
+# $\text{softmax}(QK^\top/\sqrt{d_k})V$.
+#
+# **Tempo estimado.** 90 a 120 minutos.
+#
+# **Legenda de formas** (a mesma em todo o curso): B lote (*batch*), T comprimento da sequência,
+# D `d_model`, H cabeças, Dk = D/H, F `d_ff`, V vocabulário, S comprimento da fonte (atenção cruzada).
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# %matplotlib inline
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from transformer_course import plots
+from transformer_course import positional as ref
+from transformer_course.attention import scaled_dot_product_attention as attention_ref
+from transformer_course.checks import (
+    check_alibi_bias,
+    check_alibi_bias_hidden,
+    check_alibi_slopes,
+    check_alibi_slopes_hidden,
+    check_apply_rope,
+    check_apply_rope_hidden,
+    check_learned_positional_embedding,
+    check_learned_positional_embedding_hidden,
+    check_sinusoidal_encoding,
+    check_sinusoidal_encoding_hidden,
+    check_sinusoidal_positional_encoding,
+    check_sinusoidal_positional_encoding_hidden,
+    check_token_embedding,
+    check_token_embedding_hidden,
+)
+from transformer_course.device import get_device, seeded_generator
+
+torch.manual_seed(0)
+device = get_device()
+print(f"PyTorch {torch.__version__} | dispositivo: {device}")
+
+# %% [markdown]
+# ## 1. Sem posição, a ordem não existe
+#
+# Compare "o cachorro mordeu o homem" com "o homem mordeu o cachorro": as mesmas cinco palavras,
+# significados opostos. Uma rede recorrente percebe a diferença porque lê uma palavra depois da outra.
+# A autoatenção (capítulo 2) olha para todas ao mesmo tempo: os scores $q_i \cdot k_j$ dependem só do
+# **conteúdo** dos vetores, não de onde eles estão.
+#
+# Em símbolos: se $P$ é uma matriz de permutação (reordena as linhas de $X$), então
+#
+# $$\text{AutoAtenção}(PX) = P\,\text{AutoAtenção}(X).$$
+#
+# Isso se chama **equivariância a permutações**: reordenar a entrada reordena a saída da mesma forma,
+# e nenhum vetor muda. Vamos verificar com uma tabela de vetores sorteados e projeções sorteadas.
+
+# %%
+frase_a = "o cachorro mordeu o homem".split()
+frase_b = "o homem mordeu o cachorro".split()
+vocab = {palavra: i for i, palavra in enumerate(sorted(set(frase_a)))}
+ids_a = torch.tensor([vocab[p] for p in frase_a], device=device)
+ids_b = torch.tensor([vocab[p] for p in frase_b], device=device)
+
+d = 8
+gen = seeded_generator(0)
+tabela = torch.randn(len(vocab), d, generator=gen).to(device)  # um vetor por palavra
+W_Q, W_K, W_V = (torch.randn(d, d, generator=gen).div(math.sqrt(d)).to(device) for _ in range(3))
+
+
+def autoatencao(x):
+    """Autoatenção de uma cabeça, sem nenhuma informação de posição: (T, D) -> (T, D)."""
+    output, _ = attention_ref(x @ W_Q, x @ W_K, x @ W_V)
+    return output
+
+
+saida_a, saida_b = autoatencao(tabela[ids_a]), autoatencao(tabela[ids_b])
+perm = torch.tensor([0, 4, 2, 3, 1], device=device)  # frase_b[k] == frase_a[perm[k]]
+torch.allclose(saida_b, saida_a[perm], atol=1e-6)
+
+# %% [markdown]
+# `True`: a saída da frase B é exatamente a saída da frase A com as linhas trocadas. Em particular,
+# "cachorro" recebe **o mesmo vetor** nas duas frases (a diferença abaixo é só arredondamento do
+# float32, da ordem de $10^{-8}$) — o modelo não tem como saber quem mordeu quem:
+
+# %%
+(saida_a[1] - saida_b[4]).abs().max().item()  # "cachorro" na frase A (posição 1) e na B (posição 4)
+
+# %% [markdown]
+# Basta somar a cada vetor algo que dependa da posição (aqui, a codificação senoidal da seção 3)
+# para a simetria quebrar: agora "cachorro" na posição 1 e "cachorro" na posição 4 são vetores
+# diferentes, e a saída deixa de ser uma simples permutação.
+
+# %%
+pe = ref.sinusoidal_encoding(len(frase_a), d).to(device)
+com_pos_a, com_pos_b = autoatencao(tabela[ids_a] + pe), autoatencao(tabela[ids_b] + pe)
+torch.allclose(com_pos_b, com_pos_a[perm], atol=1e-6), (com_pos_a[1] - com_pos_b[4]).abs().max().item()
+
+# %% [markdown]
+# Há duas famílias de solução, e este capítulo constrói as duas:
+#
+# - **somar a posição ao embedding**, antes da primeira camada: codificação senoidal (seção 3) e
+#   posições aprendidas (seção 4) — posição **absoluta**;
+# - **mexer nos scores de atenção**, em cada camada: RoPE gira $q$ e $k$ (seção 5), ALiBi soma um viés
+#   que depende da distância (seção 6) — posição **relativa**.
+
+# %% [markdown]
+# ## 2. Embeddings de tokens
+#
+# Um texto chega ao modelo como uma sequência de inteiros, os *ids* dos *tokens*. Um
+# **embedding** é uma tabela $W \in \mathbb{R}^{V \times D}$: o token de id $t$ vira a linha $W[t]$.
+# É o mesmo que multiplicar o vetor *one-hot* de $t$ por $W$, só que sem gastar a multiplicação:
+
+# %%
+emb = nn.Embedding(6, 4)  # V = 6 tokens, D = 4
+ids = torch.tensor([2, 0, 2])
+um_quente = F.one_hot(ids, num_classes=6).float()  # (3,) -> (3, 6)
+torch.allclose(emb(ids), um_quente @ emb.weight), emb(ids).shape
+
+# %% [markdown]
+# A tabela é um parâmetro: cada linha é treinada como qualquer peso. Duas decisões práticas:
+#
+# **`padding_idx`.** Frases de um lote têm comprimentos diferentes; completamos as curtas com um
+# token de *padding* (aqui, o id 0). Com `nn.Embedding(..., padding_idx=0)`, a linha 0 começa em zero
+# e **nunca recebe gradiente** — o *padding* continua sendo o vetor nulo durante todo o treino.
+
+# %%
+emb_pad = nn.Embedding(6, 4, padding_idx=0)
+lote = torch.tensor([[3, 5, 2], [4, 0, 0]])  # a segunda frase tem 1 token e 2 de padding
+emb_pad(lote).pow(2).sum().backward()
+emb_pad.weight[0].tolist(), emb_pad.weight.grad[0].tolist(), emb_pad.weight.grad[4].abs().sum().item() > 0
+
+# %% [markdown]
+# **O fator $\sqrt{d_\text{model}}$.** Vaswani et al. (2017, seção 3.4) multiplicam os embeddings por
+# $\sqrt{d_\text{model}}$ antes de somar a codificação posicional. A razão está na escala: no artigo, a
+# tabela de embeddings é **compartilhada** com a camada de saída (a que produz os *logits*), e matrizes
+# assim são inicializadas com desvio da ordem de $1/\sqrt{d}$. Um vetor com $D$ entradas de desvio
+# $1/\sqrt{D}$ tem norma $\approx 1$; a codificação senoidal tem norma $\sqrt{D/2}$ (cada par
+# $\sin^2 + \cos^2$ soma 1). Sem o fator, a posição dominaria o conteúdo.
+#
+# O fator só faz sentido **junto com a inicialização**. O `nn.Embedding` do PyTorch sorteia
+# $\mathcal{N}(0, 1)$ — norma $\approx\sqrt{D}$ — e aí a multiplicação empurra a norma para $\approx D$.
+# Vamos medir, com $D = 512$:
+
+# %%
+D = 512
+norma_pe = ref.sinusoidal_encoding(128, D).norm(dim=-1).mean().item()
+padrao = torch.randn(2000, D, generator=seeded_generator(1))  # como o nn.Embedding: N(0, 1)
+pequena = padrao / math.sqrt(D)  # desvio 1/√D, como uma tabela compartilhada com a saída
+normas = {
+    "N(0, 1): padrão do nn.Embedding": padrao.norm(dim=-1).mean().item(),
+    "N(0, 1) × √D": (padrao * math.sqrt(D)).norm(dim=-1).mean().item(),
+    "N(0, 1/D)": pequena.norm(dim=-1).mean().item(),
+    "N(0, 1/D) × √D (o artigo)": (pequena * math.sqrt(D)).norm(dim=-1).mean().item(),
+}
+plots.embedding_scale_figure(normas, norma_pe, f"codificação senoidal: √(D/2) = {norma_pe:.0f}")
+
+# %% [markdown]
+# Com a tabela pequena ($\mathcal{N}(0, 1/D)$), o fator $\sqrt{D}$ põe conteúdo e posição na mesma
+# escala (≈ 22,6 contra 16). Com a tabela padrão do PyTorch, multiplicar deixa o conteúdo ≈ 30 vezes
+# maior que a posição. Não existe um número mágico: o que importa é a razão entre as duas escalas
+# (modelos como o GPT-2 nem usam o fator — inicializam as tabelas com desvio pequeno e deixam o treino
+# ajustar). Neste curso seguimos o artigo, porque é o que o exercício pede.
+#
+# ### Exercício 1 — `TokenEmbedding` (2 pontos)
+#
+# Escreva o módulo `TokenEmbedding(vocab_size, d_model, padding_idx=None)`:
+#
+# - no `__init__`, crie o atributo `embedding`, um `nn.Embedding` com `vocab_size` linhas de largura
+#   `d_model`, que respeite `padding_idx`;
+# - `forward(token_ids)` recebe ids $(B, T)$ e devolve os embeddings $(B, T, D)$ multiplicados por
+#   $\sqrt{d_\text{model}}$.
+
+# %% nbgrader={"grade": false, "grade_id": "token_embedding", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class TokenEmbedding(nn.Module):
+    """Tabela de embeddings de tokens, escalada por √d_model: (B, T) -> (B, T, D)."""
+
+    def __init__(self, vocab_size, d_model, padding_idx=None):
+        super().__init__()
+        ### BEGIN SOLUTION
+        self.d_model = d_model
+        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
+        ### END SOLUTION
+
+    def forward(self, token_ids):
+        ### BEGIN SOLUTION
+        return self.embedding(token_ids) * math.sqrt(self.d_model)
+        ### END SOLUTION
+
+
+# %% [markdown]
+# Os testes comparam sua saída com a própria tabela do seu `nn.Embedding` indexada à mão
+# (`weight[ids] · √d_model`), com e sem `padding_idx`, em float32 e float64. Quando a resposta errada
+# coincide com um erro conhecido (sem o fator, fator $d_\text{model}$, `padding_idx` esquecido...),
+# a mensagem diz qual é.
+
+# %% nbgrader={"grade": true, "grade_id": "test_token_embedding", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+check_token_embedding(TokenEmbedding)
+
+# %% nbgrader={"grade": true, "grade_id": "test_token_embedding_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# Testes ocultos: rodam na correção (outro padding_idx, gradiente da linha de padding, d_model ímpar).
+### BEGIN HIDDEN TESTS
+check_token_embedding_hidden(TokenEmbedding)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 3. Codificação senoidal
+#
+# **Intuição.** Pense num contador binário: o último bit troca a cada número, o penúltimo a cada dois,
+# o seguinte a cada quatro... Olhando todos os bits juntos, cada número tem um padrão único. A
+# codificação senoidal faz a versão contínua disso: cada par de dimensões é um "ponteiro de relógio"
+# que gira com uma velocidade diferente.
+#
+# **A fórmula** (Vaswani et al., 2017). Para a posição $p$ e o par $i = 0, 1, \ldots, D/2 - 1$:
+#
+# $$PE[p, 2i] = \sin(p\,\omega_i), \qquad PE[p, 2i+1] = \cos(p\,\omega_i), \qquad
+# \omega_i = \frac{1}{10000^{2i/D}} .$$
+#
+# **Quem oscila depressa?** A frequência $\omega_i$ **diminui** com $i$:
+#
+# - o par 0 tem $\omega_0 = 1$: período $2\pi \approx 6{,}3$ posições — o ponteiro mais rápido, que
+#   distingue vizinhos;
+# - o último par tem $\omega \approx 1/10000$: período perto de $2\pi \cdot 10000 \approx 63$ mil
+#   posições — quase parado num texto curto, mas diferente entre posições muito distantes.
+#
+# (É comum ler o contrário por aí; a fórmula não deixa dúvida: **as primeiras dimensões são as
+# rápidas**.) Os valores ficam sempre em $[-1, 1]$, qualquer que seja $p$, e a tabela não tem
+# nenhum parâmetro.
+#
+# ### Exercício 2 — `sinusoidal_encoding` (2 pontos)
+#
+# Escreva `sinusoidal_encoding(max_len, d_model)` que devolve a tabela $(T, D)$ com $T$ = `max_len`:
+#
+# - seno nas colunas pares, cosseno nas ímpares, as duas colunas de um par com a **mesma** frequência;
+# - posições $0, 1, \ldots, T-1$; dtype float32 (o padrão do PyTorch);
+# - `d_model` ímpar ou não positivo, ou `max_len` não positivo: `ValueError` com mensagem em português.
+#
+# Dica: monte as posições como uma coluna $(T, 1)$ e as frequências como uma linha $(D/2,)$; o produto
+# difunde para $(T, D/2)$. Depois intercale seno e cosseno (fatiamento `[:, 0::2]`, ou `torch.stack`).
+
+# %% nbgrader={"grade": false, "grade_id": "sinusoidal_encoding", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def sinusoidal_encoding(max_len, d_model):
+    """Tabela senoidal (max_len, d_model): seno nas colunas pares, cosseno nas ímpares."""
+    ### BEGIN SOLUTION
+    if max_len <= 0 or d_model <= 0 or d_model % 2 != 0:
+        raise ValueError(f"max_len e d_model devem ser positivos e d_model par; recebi {max_len}, {d_model}.")
+    posicoes = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (T, 1)
+    omega = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (D/2,)
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(posicoes * omega)  # (T, 1) * (D/2,) -> (T, D/2)
+    pe[:, 1::2] = torch.cos(posicoes * omega)
+    return pe.float()
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_sinusoidal_encoding", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+check_sinusoidal_encoding(sinusoidal_encoding)
+
+# %% nbgrader={"grade": true, "grade_id": "test_sinusoidal_encoding_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# Testes ocultos: rodam na correção (tabela 1×2, tabela longa, valores inválidos).
+### BEGIN HIDDEN TESTS
+check_sinusoidal_encoding_hidden(sinusoidal_encoding)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Daqui em diante as demonstrações usam as versões do pacote, `ref.*` (`transformer_course.positional`),
+# para que o notebook rode mesmo antes de você terminar os exercícios. Quando os testes passam, as
+# suas e as do pacote dão o mesmo resultado.
+
+# %%
+plots.sinusoidal_figure(ref.sinusoidal_encoding(100, 64), dims=(0, 1, 10, 40))
+
+# %% [markdown]
+# **Leitura da figura.** À esquerda, cada linha é uma posição e cada coluna uma dimensão: as colunas
+# da esquerda alternam de cor a cada poucas posições; as da direita mal mudam em 100 posições (o
+# cosseno fica perto de 1, o seno perto de 0). À direita, a coluna 0 completa um ciclo a cada 6,3
+# posições; a coluna 40 (par 20) ainda está no começo da primeira subida.
+#
+# ### A posição relativa é uma rotação
+#
+# Pela fórmula do seno e do cosseno da soma, para um deslocamento fixo $k$:
+#
+# $$\begin{pmatrix} \sin((p+k)\omega_i) \\ \cos((p+k)\omega_i) \end{pmatrix} =
+# \begin{pmatrix} \cos k\omega_i & \sin k\omega_i \\ -\sin k\omega_i & \cos k\omega_i \end{pmatrix}
+# \begin{pmatrix} \sin p\omega_i \\ \cos p\omega_i \end{pmatrix}.$$
+#
+# Então existe **uma única** matriz $M_k$ (uma rotação $2\times2$ por par) com $PE[p+k] = M_k\,PE[p]$
+# para **todo** $p$: andar $k$ posições é uma função linear que não depende de onde você está.
+# Verificando para $k = 5$:
+
+# %%
+D, k = 16, 5
+pe = ref.sinusoidal_encoding(60, D).double()
+omega = 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)  # (D/2,)
+c, s = torch.cos(k * omega), torch.sin(k * omega)
+M = torch.zeros(D, D, dtype=torch.float64)
+M[0::2, 0::2], M[0::2, 1::2] = torch.diag(c), torch.diag(s)
+M[1::2, 0::2], M[1::2, 1::2] = torch.diag(-s), torch.diag(c)
+(pe[k:] - pe[:-k] @ M.T).abs().max().item()  # (55, D) @ (D, D) -> (55, D): todas as posições de uma vez
+
+# %% [markdown]
+# O erro é só o arredondamento do float32 da tabela. Uma consequência: o produto
+# escalar entre duas posições, $PE[p] \cdot PE[q] = \sum_i \cos((p-q)\,\omega_i)$, depende só da
+# distância $p - q$. A matriz de similaridade é constante ao longo de cada diagonal — compare com uma
+# tabela aprendida **antes do treino** (sorteada), que não tem estrutura nenhuma:
+
+# %%
+T = 48
+senoidal = ref.sinusoidal_encoding(T, 64)
+sorteada = torch.randn(T, 64, generator=seeded_generator(2))  # como um nn.Embedding recém-criado
+plots.similarity_figure(
+    {"senoidal": ref.cosine_similarity_matrix(senoidal),
+     "aprendida, antes do treino": ref.cosine_similarity_matrix(sorteada)},
+    title="Similaridade entre as codificações de duas posições",
+)
+
+# %% [markdown]
+# **E textos mais longos que os do treino?** Como a fórmula vale para qualquer $p$, Vaswani et al.
+# levantaram a hipótese de que a codificação senoidal permitiria ao modelo **extrapolar** para
+# sequências mais longas. Poder calcular $PE[p]$ não é o mesmo que o modelo saber usá-lo: Press,
+# Smith e Lewis (2021) mediram e, em modelagem de linguagem, a perplexidade dos modelos senoidais
+# **piora rapidamente** quando a sequência de teste passa do comprimento de treino $L$ (o mesmo vale,
+# em grau menor, para RoPE e para o viés relativo do T5). Na prática, a senoidal extrapola mal.
+# Voltaremos a isso com ALiBi, na seção 6.
+#
+# ### Exercício 3 — `SinusoidalPositionalEncoding` (3 pontos)
+#
+# Agora o módulo que soma a tabela ao embedding,
+# `SinusoidalPositionalEncoding(d_model, max_len=5000, dropout=0.0)`:
+#
+# - no `__init__`, calcule a tabela **uma vez** e registre-a como *buffer* chamado `pe`, com
+#   `self.register_buffer("pe", tabela)`. Um buffer não é treinado, mas vai junto com `.to(device)`,
+#   `.double()` e o `state_dict`;
+# - `forward(x)` recebe $(B, T, D)$ e devolve `dropout(x + PE[:T])`, com o dropout aplicado **uma vez**,
+#   depois da soma (num modelo completo, não aplique outro dropout em seguida: seria dropout duas vezes);
+# - se $T$ for maior que `max_len`, levante `ValueError` com uma mensagem clara;
+# - não modifique `x` no lugar (nada de `x += ...`).
+
+# %% nbgrader={"grade": false, "grade_id": "sinusoidal_module", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class SinusoidalPositionalEncoding(nn.Module):
+    """Soma a codificação senoidal (buffer `pe`) e aplica dropout: (B, T, D) -> (B, T, D)."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.0):
+        super().__init__()
+        ### BEGIN SOLUTION
+        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model))  # (max_len, D)
+        self.dropout = nn.Dropout(dropout)
+        ### END SOLUTION
+
+    def forward(self, x):
+        ### BEGIN SOLUTION
+        T = x.size(1)
+        if T > self.pe.size(0):
+            raise ValueError(f"sequência de comprimento {T} maior que max_len = {self.pe.size(0)}.")
+        return self.dropout(x + self.pe[:T])  # (B, T, D) + (T, D) -> (B, T, D)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_sinusoidal_module", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+check_sinusoidal_positional_encoding(SinusoidalPositionalEncoding)
+
+# %% nbgrader={"grade": true, "grade_id": "test_sinusoidal_module_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Testes ocultos: rodam na correção (dropout em treino e em eval, T = max_len, .to(float64), gradiente).
+### BEGIN HIDDEN TESTS
+check_sinusoidal_positional_encoding_hidden(SinusoidalPositionalEncoding)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Com os dois módulos, a entrada de um *Transformer* fica assim (versões do pacote). Repare que o
+# dropout está só dentro da codificação posicional:
+
+# %%
+entrada = nn.Sequential(
+    ref.TokenEmbedding(len(vocab), 16, padding_idx=None),  # (B, T) -> (B, T, D)
+    ref.SinusoidalPositionalEncoding(16, max_len=64, dropout=0.1),  # (B, T, D) -> (B, T, D)
+).to(device)
+entrada(torch.stack([ids_a, ids_b])).shape  # (2, 5) -> (2, 5, 16)
+
+# %% [markdown]
+# ## 4. Posições aprendidas
+#
+# A alternativa mais direta: uma segunda tabela de embeddings, agora indexada pela **posição**, com
+# `max_len` linhas treinadas junto com o resto do modelo. É o que fazem o BERT (512 posições) e o
+# GPT-2 (1024 posições × 768 dimensões = 786 432 parâmetros só para isso). Vaswani et al. testaram as
+# duas opções e obtiveram resultados quase idênticos na tradução; escolheram a senoidal pela hipótese
+# da extrapolação.
+#
+# O limite é duro: a posição 1024 do GPT-2 simplesmente **não tem linha** na tabela. E uma linha que
+# quase não aparece no treino (posições longas, se os textos de treino são curtos) fica quase igual
+# à inicialização aleatória.
+#
+# ### Exercício 4 — `LearnedPositionalEmbedding` (2 pontos)
+#
+# `LearnedPositionalEmbedding(max_len, d_model)`:
+#
+# - atributo `position_embedding`, um `nn.Embedding(max_len, d_model)`;
+# - `forward(x)` recebe $(B, T, D)$ e devolve `x + E[0], …, E[T-1]` (as linhas das posições
+#   $0 \ldots T-1$, difundidas sobre o lote);
+# - crie os índices das posições no mesmo dispositivo de `x` (`device=x.device`);
+# - $T$ maior que `max_len`: `ValueError` com mensagem em português (sem a verificação, o
+#   `nn.Embedding` levanta um `IndexError` pouco informativo).
+
+# %% nbgrader={"grade": false, "grade_id": "learned_module", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class LearnedPositionalEmbedding(nn.Module):
+    """Uma linha treinável por posição, somada a x: (B, T, D) -> (B, T, D)."""
+
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        ### BEGIN SOLUTION
+        self.position_embedding = nn.Embedding(max_len, d_model)
+        ### END SOLUTION
+
+    def forward(self, x):
+        ### BEGIN SOLUTION
+        T, max_len = x.size(1), self.position_embedding.num_embeddings
+        if T > max_len:
+            raise ValueError(f"sequência de comprimento {T} maior que max_len = {max_len}.")
+        posicoes = torch.arange(T, device=x.device)
+        return x + self.position_embedding(posicoes)  # (B, T, D) + (T, D) -> (B, T, D)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_learned_module", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+check_learned_positional_embedding(LearnedPositionalEmbedding)
+
+# %% nbgrader={"grade": true, "grade_id": "test_learned_module_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# Testes ocultos: rodam na correção (T = max_len, gradientes só nas linhas usadas, nº de parâmetros).
+### BEGIN HIDDEN TESTS
+check_learned_positional_embedding_hidden(LearnedPositionalEmbedding)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# O limite, visto por quem usa o módulo:
+
+# %%
+posicoes_aprendidas = ref.LearnedPositionalEmbedding(max_len=8, d_model=4)
+try:
+    posicoes_aprendidas(torch.zeros(1, 10, 4))
+except ValueError as erro:
+    print("ValueError:", erro)
+sum(p.numel() for p in posicoes_aprendidas.parameters())  # max_len × d_model parâmetros
+
+# %% [markdown]
+# ## 5. RoPE: girar em vez de somar
+#
+# **Intuição.** A seção 3 mostrou que andar $k$ posições na tabela senoidal é uma rotação. Su et al.
+# (2021) tiraram a conclusão mais radical: em vez de **somar** um vetor de posição ao embedding, **gire**
+# diretamente a consulta $q$ e a chave $k$ de cada cabeça por um ângulo proporcional à posição.
+# O *Rotary Position Embedding* (RoPE) age dentro de cada camada de atenção, depois das projeções
+# $W_Q$ e $W_K$; os valores $v$ não são girados.
+#
+# **A fórmula.** Agrupe as coordenadas em pares **intercalados** $(x_{2i}, x_{2i+1})$ e leia cada par
+# como um número complexo $z_i = x_{2i} + \mathrm{i}\,x_{2i+1}$. Na posição $m$:
+#
+# $$\text{RoPE}(x, m)_i = z_i\, e^{\mathrm{i}\, m\theta_i}, \qquad \theta_i = \text{base}^{-2i/D},
+# \quad \text{base} = 10000,$$
+#
+# ou, em coordenadas reais, $x'_{2i} = x_{2i}\cos m\theta_i - x_{2i+1}\sin m\theta_i$ e
+# $x'_{2i+1} = x_{2i}\sin m\theta_i + x_{2i+1}\cos m\theta_i$ (rotação no sentido anti-horário).
+# As frequências são as mesmas da senoidal: o par 0 gira 1 radiano por posição; o último, quase nada.
+#
+# **A propriedade-chave.** Para consultas na posição $m$ e chaves na posição $n$:
+#
+# $$\langle \text{RoPE}(q, m), \text{RoPE}(k, n) \rangle
+# = \text{Re} \sum_i z^{(q)}_i\, \overline{z^{(k)}_i}\; e^{\mathrm{i}(m-n)\theta_i}.$$
+#
+# As posições absolutas somem: o score depende do conteúdo ($q$, $k$) e só da **distância** $m - n$.
+# Uma rotação também preserva normas: RoPE não muda o tamanho de $q$ nem de $k$.
+#
+# ### Exercício 5 — `apply_rope` (4 pontos)
+#
+# Escreva `apply_rope(x, positions=None, base=10000.0)`:
+#
+# - `x` tem forma $(\ldots, T, D)$ com $D$ par (qualquer número de eixos de lote: $(T, D)$,
+#   $(B, T, D)$, $(B, H, T, D)$);
+# - gire cada par intercalado $(x_{2i}, x_{2i+1})$ pelo ângulo $p\,\theta_i$, com
+#   $\theta_i = \text{base}^{-2i/D}$;
+# - `positions` é `None` (posições $0 \ldots T-1$) ou um `LongTensor` 1-D com $T$ posições, não
+#   necessariamente em ordem (útil na geração, capítulo 7);
+# - calcule os ângulos no dtype de `x` (float64 entra, float64 sai, com precisão de float64) e no
+#   dispositivo de `x`; não modifique `x` no lugar;
+# - $D$ ímpar, ou `positions` com comprimento diferente de $T$: `ValueError`.
+#
+# Dica: `x[..., 0::2]` e `x[..., 1::2]` separam os pares; `torch.stack((a, b), dim=-1).flatten(-2)`
+# volta a intercalá-los. Quem preferir pode usar `torch.view_as_complex` e `torch.polar`.
+
+# %% nbgrader={"grade": false, "grade_id": "apply_rope", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def apply_rope(x, positions=None, base=10000.0):
+    """Gira cada par (x[2i], x[2i+1]) pelo ângulo p·θ_i: (..., T, D) -> (..., T, D)."""
+    ### BEGIN SOLUTION
+    T, D = x.shape[-2], x.shape[-1]
+    if D % 2 != 0:
+        raise ValueError(f"a última dimensão de x deve ser par; recebi {D}.")
+    if positions is None:
+        positions = torch.arange(T, device=x.device)
+    if positions.shape != (T,):
+        raise ValueError(f"positions deve ter forma ({T},); recebi {tuple(positions.shape)}.")
+    theta = base ** (-torch.arange(0, D, 2, dtype=x.dtype, device=x.device) / D)  # (D/2,)
+    angulos = positions.to(x.dtype).unsqueeze(-1) * theta  # (T, 1) * (D/2,) -> (T, D/2)
+    cos, sin = angulos.cos(), angulos.sin()
+    pares, impares = x[..., 0::2], x[..., 1::2]  # (..., T, D/2) cada
+    girado = torch.stack((pares * cos - impares * sin, pares * sin + impares * cos), dim=-1)
+    return girado.flatten(-2)  # (..., T, D/2, 2) -> (..., T, D)
+    ### END SOLUTION
+
+
+# %% [markdown]
+# O oráculo dos testes escreve cada par como número complexo e multiplica por $e^{\mathrm{i}p\theta}$.
+# Se você girar para o lado errado, usar a convenção das metades, ignorar `positions` ou usar
+# $i/D$ no expoente, a mensagem diz.
+
+# %% nbgrader={"grade": true, "grade_id": "test_apply_rope", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+check_apply_rope(apply_rope)
+
+# %% nbgrader={"grade": true, "grade_id": "test_apply_rope_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Testes ocultos: rodam na correção (outra base, posições grandes, 2-D, gradiente, propriedade relativa).
+### BEGIN HIDDEN TESTS
+check_apply_rope_hidden(apply_rope)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# As duas propriedades, medidas (versão do pacote). A norma de cada vetor não muda:
+
+# %%
+gen = seeded_generator(3)
+q = torch.randn(6, 8, generator=gen, dtype=torch.float64)
+k = torch.randn(6, 8, generator=gen, dtype=torch.float64)
+(ref.apply_rope(q).norm(dim=-1) - q.norm(dim=-1)).abs().max().item()
+
+# %% [markdown]
+# E o score entre uma consulta na posição $m$ e uma chave na posição $n$ é o mesmo para todo par
+# $(m, n)$ com a mesma distância $m - n = 2$:
+
+# %%
+def score_rope(m, n):
+    """⟨RoPE(q₀, m), RoPE(k₀, n)⟩ para o primeiro vetor de q e de k."""
+    qm = ref.apply_rope(q[:1], positions=torch.tensor([m]))
+    kn = ref.apply_rope(k[:1], positions=torch.tensor([n]))
+    return (qm * kn).sum().item()
+
+
+[round(score_rope(m, m - 2), 10) for m in (2, 10, 500, 4000)]
+
+# %%
+deslocamentos = torch.arange(-24, 25)
+curvas = {}
+for n in (30, 200, 3000):
+    qs = ref.apply_rope(q[:1].expand(len(deslocamentos), 8), positions=n + deslocamentos)  # (49, 8)
+    kn = ref.apply_rope(k[:1], positions=torch.tensor([n]))  # (1, 8)
+    curvas[f"chave na posição n = {n}"] = qs @ kn[0]  # (49, 8) @ (8,) -> (49,)
+u = torch.zeros(8, 8, dtype=torch.float64)
+u[:, 0::2] = 1.0  # cada par começa em (1, 0)
+girado = ref.apply_rope(u)  # posições 0 … 7
+plots.rope_figure({"par 0 (θ₀ = 1 rad)": girado[:, 0:2], "par 1 (θ₁ = 0,1 rad)": girado[:, 2:4]},
+                  deslocamentos, curvas)
+
+# %% [markdown]
+# **Leitura da figura.** À esquerda, o par 0 dá mais de uma volta em 8 posições, enquanto o par 1
+# avança 0,1 radiano por posição. À direita, as três curvas (chave na posição 30, 200 ou 3000) são
+# **a mesma curva**: o score só enxerga o deslocamento $m - n$.
+#
+# ### Duas convenções: pares intercalados e "rotate_half"
+#
+# Este curso segue o artigo: os pares são $(x_0, x_1), (x_2, x_3), \ldots$. Muito código no estilo do
+# LLaMA (e do GPT-NeoX) forma os pares de outro jeito, $(x_i, x_{i+D/2})$ — primeira metade com segunda
+# metade —, usando uma função `rotate_half`:
+#
+# ```python
+# def rotate_half(x):
+#     x1, x2 = x.chunk(2, dim=-1)          # (..., D) -> duas metades (..., D/2)
+#     return torch.cat((-x2, x1), dim=-1)
+# # saida = x * cos + rotate_half(x) * sin, com cos e sin repetidos nas duas metades
+# ```
+#
+# As frequências e a propriedade relativa são as mesmas; muda **quais coordenadas** formam cada par.
+# Aplicadas ao mesmo vetor, as duas dão resultados diferentes. Mas elas são iguais a menos de uma
+# permutação fixa das coordenadas (pares primeiro, ímpares depois):
+
+# %%
+perm_metades = ref.interleaved_to_half(8)  # [0, 2, 4, 6, 1, 3, 5, 7]
+x = torch.randn(5, 8, generator=seeded_generator(4), dtype=torch.float64)
+diferentes = (ref.apply_rope(x) - ref.apply_rope_half(x)).abs().max().item()
+iguais = (ref.apply_rope(x)[:, perm_metades] - ref.apply_rope_half(x[:, perm_metades])).abs().max().item()
+diferentes, iguais
+
+# %% [markdown]
+# Como o produto escalar não muda quando $q$ e $k$ sofrem a **mesma** permutação, um modelo treinado
+# numa convenção pode ser usado na outra permutando as linhas de $W_Q$ e $W_K$ — é exatamente o que
+# os scripts de conversão de pesos do LLaMA fazem. Misturar as convenções sem essa permutação, por
+# outro lado, produz um modelo que parece funcionar e gera lixo.
+
+# %% [markdown]
+# ## 6. ALiBi: um viés linear nos scores
+#
+# **Intuição.** Press, Smith e Lewis (2021) propõem não codificar posição nenhuma nos vetores. Em vez
+# disso, cada cabeça $h$ soma ao score de atenção uma penalidade proporcional à distância:
+#
+# $$\text{scores}_{h}[i, j] = \frac{q_i \cdot k_j}{\sqrt{d_k}} - m_h\,|i - j| .$$
+#
+# Quanto mais longe a chave, menor o score: uma preferência por vizinhos (*viés de recência*). As
+# inclinações formam uma sequência geométrica, uma por cabeça:
+#
+# $$m_h = 2^{-8h/H}, \qquad h = 1, \ldots, H .$$
+#
+# Com $H = 8$: $1/2, 1/4, \ldots, 1/256$. A cabeça 1 quase só olha para a vizinhança; a cabeça 8 enxerga
+# longe. **Nenhum parâmetro** é treinado: o viés é fixo e vale para qualquer distância, de modo que não
+# existe `max_len`. (No artigo, o modelo é causal: só $j \le i$ importa, e $|i - j| = i - j$. A forma
+# simétrica que usamos serve também a codificadores. Para $H$ que não é potência de 2, o código oficial
+# intercala as sequências de duas potências de 2; aqui usamos a fórmula geométrica para todo $H$.)
+#
+# ### Exercício 6 — `alibi_slopes` (2 pontos)
+#
+# Escreva `alibi_slopes(n_heads)` que devolve as $H$ inclinações $m_1, \ldots, m_H$, forma $(H,)$,
+# em float32; `n_heads` não positivo: `ValueError`.
+
+# %% nbgrader={"grade": false, "grade_id": "alibi_slopes", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def alibi_slopes(n_heads):
+    """Inclinações m_h = 2^(−8h/H), h = 1 … H: (H,)."""
+    ### BEGIN SOLUTION
+    if n_heads <= 0:
+        raise ValueError(f"n_heads deve ser positivo; recebi {n_heads}.")
+    h = torch.arange(1, n_heads + 1, dtype=torch.float32)
+    return 2.0 ** (-8.0 * h / n_heads)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_alibi_slopes", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+check_alibi_slopes(alibi_slopes)
+
+# %% nbgrader={"grade": true, "grade_id": "test_alibi_slopes_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# Testes ocultos: rodam na correção (H = 1, 12, 16; H inválido).
+### BEGIN HIDDEN TESTS
+check_alibi_slopes_hidden(alibi_slopes)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercício 7 — `alibi_bias` (2 pontos)
+#
+# Escreva `alibi_bias(n_heads, seq_len)` que devolve o viés $(H, T, T)$ com
+# $\text{bias}[h, i, j] = -m_h\,|i - j|$ (use a sua `alibi_slopes`); `seq_len` não positivo: `ValueError`.
+# Dica: `torch.arange(T)[:, None] - torch.arange(T)[None, :]` é a matriz $i - j$.
+
+# %% nbgrader={"grade": false, "grade_id": "alibi_bias", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def alibi_bias(n_heads, seq_len):
+    """Viés −m_h·|i − j| somado aos scores de cada cabeça: (H, T, T)."""
+    ### BEGIN SOLUTION
+    if seq_len <= 0:
+        raise ValueError(f"seq_len deve ser positivo; recebi {seq_len}.")
+    pos = torch.arange(seq_len, dtype=torch.float32)
+    distancia = (pos[:, None] - pos[None, :]).abs()  # (T, 1) - (1, T) -> (T, T)
+    return -alibi_slopes(n_heads)[:, None, None] * distancia  # (H, 1, 1) * (T, T) -> (H, T, T)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_alibi_bias", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+check_alibi_bias(alibi_bias)
+
+# %% nbgrader={"grade": true, "grade_id": "test_alibi_bias_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# Testes ocultos: rodam na correção (H = 1 e T = 1, H que não é potência de 2, T inválido).
+### BEGIN HIDDEN TESTS
+check_alibi_bias_hidden(alibi_bias)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Como o viés se soma aos scores, dá para ver o que ele faz sozinho: com scores de conteúdo nulos,
+# a atenção da última consulta é $\text{softmax}(-m_h\,|i - j|)$.
+
+# %%
+plots.alibi_figure(ref.alibi_slopes(8), ref.alibi_bias(8, 32))
+
+# %% [markdown]
+# **Leitura da figura.** A cabeça 1 ($m = 1/2$) penaliza a distância com força: seu viés cai para
+# −15 na outra ponta, e sua atenção se concentra nas últimas poucas chaves. A cabeça 8
+# ($m = 1/256$) quase não penaliza: sua atenção fica perto de uniforme. O conteúdo ($q \cdot k$)
+# decide o resto, e cada cabeça tem um "alcance" diferente.
+#
+# **Extrapolação: o que o artigo mediu.** Treinando em sequências de comprimento $L$ e avaliando em
+# sequências maiores, Press et al. (2021) observaram que a perplexidade de modelos com codificação
+# senoidal, RoPE e viés do T5 piora à medida que o teste passa de $L$, enquanto a do ALiBi se mantém.
+# O resultado principal: um modelo de 1,3 bilhão de parâmetros treinado com $L = 1024$ e avaliado em
+# 2048 *tokens* alcança a perplexidade de um modelo senoidal treinado diretamente em 2048, treinando
+# 11 % mais rápido. É por isso que BLOOM e MPT adotaram ALiBi. Desde então, a família RoPE ganhou
+# técnicas próprias para esticar o contexto (interpolação de posições, YaRN), que em geral exigem
+# algum ajuste fino.
+
+# %% [markdown]
+# ## 7. Qual escolher?
+#
+# | | senoidal | aprendida | RoPE | ALiBi |
+# |---|---|---|---|---|
+# | parâmetros | 0 | `max_len` × D | 0 | 0 |
+# | tipo de posição | absoluta (o produto escalar depende só de $p - q$) | absoluta | relativa, no score | relativa, no score |
+# | onde age | soma ao embedding, uma vez | soma ao embedding, uma vez | gira $q$ e $k$ em cada camada | soma $-m_h\lvert i-j\rvert$ aos scores em cada camada |
+# | além do comprimento de treino | calcula-se, mas o modelo extrapola mal (Press et al., 2021) | impossível: não há linha | degrada sem ajuste; estende-se com interpolação | a melhor extrapolação medida por Press et al. |
+# | quem usa | *Transformer* original | BERT, GPT-2 | LLaMA, Mistral, GPT-NeoX | BLOOM, MPT |
+#
+# Regra prática hoje: RoPE é o padrão dos modelos de linguagem abertos; ALiBi quando extrapolar sem
+# ajuste é o requisito; posições aprendidas quando o comprimento é fixo e curto; a senoidal pela
+# simplicidade e pela história.
+
+# %% [markdown]
+# ## 8. Explore: esquema, $d_\text{model}$ e comprimento
+#
+# Escolha o esquema e mova os controles. À esquerda, a codificação (para ALiBi, o viés de cada cabeça
+# em função da distância); à direita, a matriz de similaridade entre posições (para ALiBi, o próprio
+# viés da cabeça 1). O título diz se a matriz da direita depende só de $i - j$ — isto é, se é
+# constante em cada diagonal. Perguntas para guiar: em qual esquema a matriz da direita **não**
+# depende só da distância? O que acontece com a faixa rápida da senoidal quando $d_\text{model}$
+# cresce? Por que o painel da esquerda do ALiBi não muda com $d_\text{model}$?
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from transformer_course.widgets import positional_widget
+
+positional_widget()
+
+# %% [markdown]
+# ## 9. Perguntas abertas (corrigidas à mão)
+#
+# **Pergunta 1 (2 pontos).** O que exatamente dá errado num *Transformer* sem nenhuma informação de
+# posição? Use o experimento da seção 1 (as duas frases com "cachorro" e "homem") e diga por que somar
+# $PE$ resolve o problema. Dê um exemplo de tarefa em que o modelo sem posição falharia sempre.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "q_sem_posicao", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
+# ### BEGIN SOLUTION
+# **Resposta modelo.** A autoatenção é equivariante a permutações: os scores $q_i\cdot k_j$ só dependem
+# do conteúdo, então permutar os tokens apenas permuta as linhas da saída. Na seção 1, "cachorro"
+# recebeu o mesmo vetor em "o cachorro mordeu o homem" e em "o homem mordeu o cachorro"
+# (diferença ≈ 1e-8, arredondamento): o modelo não distingue quem mordeu quem, e qualquer leitura
+# que dependa da ordem
+# (sujeito e objeto, negação em "não é bom" × "é bom, não?", a ordem dos dígitos de um número) fica
+# impossível. Somando $PE[p]$, a mesma palavra em posições diferentes vira vetores diferentes, a
+# simetria quebra (a comparação com a permutação deu `False`) e as camadas seguintes podem usar a
+# posição. Exemplo de falha certa: decidir se uma sequência está ordenada, ou somar dois números
+# escritos dígito a dígito — a resposta depende só da ordem, que o modelo não vê.
+#
+# **Rubrica (2 pontos).**
+# - 1 ponto: explica a equivariância (saída apenas permutada, porque os scores só dependem do
+#   conteúdo), citando o experimento. "O modelo vira um saco de palavras" com justificativa vale 1.
+# - 1 ponto: explica por que somar a posição quebra a simetria e dá um exemplo de tarefa dependente
+#   da ordem. Meio ponto se só der o exemplo, sem o mecanismo.
+# ### END SOLUTION
+
+# %% [markdown]
+# **Pergunta 2 (2 pontos).** Você vai treinar um modelo de linguagem com trechos de 1024 *tokens*, mas
+# em produção ele precisará ler documentos de 4096. Compare, para esse caso, a codificação senoidal,
+# as posições aprendidas, RoPE e ALiBi. Qual você escolheria e por quê? Apoie-se no que foi medido
+# (e não no que "a fórmula permite").
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "q_textos_longos", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
+# ### BEGIN SOLUTION
+# **Resposta modelo.** Posições aprendidas estão fora: não existe linha para as posições 1024 a 4095
+# (o módulo levanta erro). A senoidal calcula $PE[p]$ para qualquer $p$, mas o modelo nunca viu essas
+# posições e Press et al. (2021) mediram que a perplexidade dos modelos senoidais piora logo depois
+# do comprimento de treino: calcular não é extrapolar. RoPE é relativa (o score depende de $m - n$),
+# mas distâncias maiores que 1024 geram ângulos nunca vistos nos pares lentos; sem ajuste também
+# degrada — com interpolação de posições e algum ajuste fino, estende bem. ALiBi foi desenhado para
+# isso: o viés $-m_h|i-j|$ vale para qualquer distância e, no artigo, um modelo treinado em 1024
+# avaliado em 2048 igualou um senoidal treinado em 2048. Sem orçamento para ajuste fino, eu escolheria
+# ALiBi; se o ecossistema (modelo pré-treinado) for RoPE, RoPE com interpolação de posições e um
+# ajuste fino curto em textos longos.
+#
+# **Rubrica (2 pontos).**
+# - 1 ponto: descarta as aprendidas pelo limite de `max_len` e explica que a senoidal extrapola mal
+#   apesar de a fórmula valer para todo $p$ (citando a evidência). Meio ponto se afirmar que a
+#   senoidal "extrapola bem" mas acertar o resto.
+# - 1 ponto: compara RoPE e ALiBi com argumento sobre posição relativa/viés e uma escolha justificada
+#   (ALiBi, ou RoPE com interpolação/ajuste fino, ambas aceitas se justificadas).
+# ### END SOLUTION
+
+# %% [markdown]
+# ## Resumo
+#
+# - Sem posição, a autoatenção é equivariante a permutações: "o cachorro mordeu o homem" e "o homem
+#   mordeu o cachorro" dão a cada palavra o mesmo vetor.
+# - Embedding é uma tabela $V \times D$; `padding_idx` mantém a linha do *padding* nula e sem gradiente;
+#   o fator $\sqrt{d_\text{model}}$ acerta a escala do conteúdo contra a da posição, e só faz sentido
+#   junto com a inicialização.
+# - Senoidal: $\sin/\cos(p\,\omega_i)$ com $\omega_i = 10000^{-2i/D}$; **o par 0 é o mais rápido**;
+#   valores em $[-1, 1]$; $PE[p+k] = M_k PE[p]$ (rotação); extrapola mal na prática.
+# - Aprendida: `max_len` × D parâmetros e um limite duro em `max_len`.
+# - RoPE: gira pares intercalados de $q$ e $k$ por $p\,\theta_i$; preserva normas; o score depende só
+#   de $m - n$. A convenção "rotate_half" forma pares $(x_i, x_{i+D/2})$: igual a menos de uma permutação.
+# - ALiBi: soma $-m_h|i-j|$ aos scores, $m_h = 2^{-8h/H}$; nenhum parâmetro; a melhor extrapolação
+#   medida por Press et al.
+#
+# ## Para ir além
+#
+# - A. Vaswani et al. (2017), *Attention Is All You Need*, NeurIPS — seções 3.4 (embeddings e o fator
+#   $\sqrt{d_\text{model}}$) e 3.5 (codificação senoidal; tabela 3, linha E, compara com posições aprendidas).
+# - J. Su et al. (2021), *RoFormer: Enhanced Transformer with Rotary Position Embedding*, arXiv:2104.09864.
+# - O. Press, N. A. Smith, M. Lewis (2022), *Train Short, Test Long: Attention with Linear Biases Enables
+#   Input Length Extrapolation*, ICLR (arXiv:2108.12409, 2021).
+# - P. Shaw, J. Uszkoreit, A. Vaswani (2018), *Self-Attention with Relative Position Representations*, NAACL.
+# - J. Devlin et al. (2019), *BERT*, NAACL; A. Radford et al. (2019), *Language Models are Unsupervised
+#   Multitask Learners* (GPT-2) — posições aprendidas.
+# - S. Chen et al. (2023), *Extending Context Window of Large Language Models via Positional
+#   Interpolation*, arXiv:2306.15595; B. Peng et al. (2023), *YaRN*, arXiv:2309.00071.
+#
+# Próximo capítulo: a atenção por produto escalar escalado, que até aqui usamos como caixa-preta.
