@@ -12,7 +12,7 @@ WORKSPACE ?= aluno
 export PATH := $(BIN):$(PATH)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help venv lab workspace assignments test test-fast lint bench clean-grading
+.PHONY: help venv lab workspace assignments test test-fast lint bench clean-grading grade grade-class
 
 help:
 	@echo "make lab          ambiente + pasta $(WORKSPACE)/ (sem sobrescrever nada) + JupyterLab"
@@ -20,6 +20,8 @@ help:
 	@echo "make assignments  regenera source/, release/ e solutions/ a partir de notebooks/ [CHAPTER=02_atencao]"
 	@echo "make bench        tempos: execução de cada capítulo, correção, widgets"
 	@echo "make lint         ruff check + ruff format --check"
+	@echo "make grade        corrige sua pasta $(WORKSPACE)/ com os testes ocultos (cópia temporária) [CHAPTER=02_atencao]"
+	@echo "make grade-class  corrige todas as entregas de grading/submitted/ (instrutor) [CHAPTER=02_atencao]"
 
 # O ambiente é (re)instalado só quando falta ou quando pyproject.toml/constraints.txt mudam.
 $(STAMP): pyproject.toml constraints.txt
@@ -56,3 +58,11 @@ bench: $(STAMP)
 # Apaga só o que a correção gerou (autograded/, feedback/, gradebook); nunca submitted/.
 clean-grading:
 	rm -rf grading/autograded grading/feedback grading/gradebook.db
+
+# Autocorreção: testes visíveis + ocultos numa cópia temporária; devolutivas em $(WORKSPACE)/devolutivas/.
+grade: $(STAMP)
+	$(BIN)/python scripts/grade.py --aluno $(WORKSPACE) $(CHAPTER)
+
+# A turma: autograde + devolutivas + notas.csv para todas as entregas de grading/submitted/.
+grade-class: $(STAMP)
+	$(BIN)/python scripts/grade_class.py $(CHAPTER)

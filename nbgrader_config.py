@@ -4,6 +4,7 @@ Rode todos os comandos do nbgrader a partir desta pasta (a raiz do repositório)
 com o ``bin/`` do ambiente virtual no PATH (o nbgrader chama ``alembic`` pelo PATH).
 """
 
+import importlib.util
 import os
 
 c = get_config()  # noqa: F821 - definido pelo nbgrader ao carregar este arquivo
@@ -54,4 +55,13 @@ c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.ClearHiddenTests",
     "transformer_course.grading.ShortTracebacks",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]
+
+# Devolutiva em pt-BR: o modelo `feedback` do curso (transformer_course/templates/feedback) vem antes
+# do original do nbgrader, que continua na lista (o formgrader também pede o modelo `feedback`).
+_COURSE_PKG = importlib.util.find_spec("transformer_course").submodule_search_locations[0]
+_NBGRADER_PKG = importlib.util.find_spec("nbgrader").submodule_search_locations[0]
+c.HTMLExporter.extra_template_basedirs = [
+    os.path.join(_COURSE_PKG, "templates"),
+    os.path.join(_NBGRADER_PKG, "server_extensions", "formgrader", "templates"),
 ]
