@@ -20,7 +20,7 @@ def split_loops(x, n_heads):
     if D % n_heads:
         raise ValueError("d_model não é divisível por n_heads")
     d_k = D // n_heads
-    return torch.stack([x[..., h * d_k:(h + 1) * d_k] for h in range(n_heads)], dim=1)
+    return torch.stack([x[..., h * d_k : (h + 1) * d_k] for h in range(n_heads)], dim=1)
 
 
 def split_einops_like(x, n_heads):

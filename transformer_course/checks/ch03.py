@@ -10,6 +10,7 @@ com fatias e laços (a cabeça h fica com as colunas h·Dk … (h+1)·Dk − 1),
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -59,6 +60,26 @@ DIVISIBILITY_HINT = (
 # ---------------------------------------------------------------- utilidades
 
 
+def _single_threaded(check: Callable) -> Callable:
+    """Roda a verificação com uma thread do PyTorch (restaurando o valor anterior no fim).
+
+    Os tensores das verificações são minúsculos: com várias threads numa CPU disputada, cada
+    operação espera as outras e uma verificação de 0,1 s passa de 2 s.
+    """
+
+    @functools.wraps(check)
+    def wrapper(*args, **kwargs):
+        __tracebackhide__ = True
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return check(*args, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
+
+    return wrapper
+
+
 def _call(fn: Callable, name: str, tried: str, *args, hint_on_error: str | None = None, **kwargs):
     """Como ``feedback.call``, mas reconhece o erro clássico de `view` em tensor não contíguo."""
     __tracebackhide__ = True
@@ -82,7 +103,9 @@ def _expect_value_error(fn: Callable, name: str, tried: str, *args, **kwargs) ->
             raise CheckFailure(f"Você ainda não implementou `{name}` (não implementado).") from None
         except ValueError as exc:
             expect(
-                bool(str(exc).strip()), name, tried,
+                bool(str(exc).strip()),
+                name,
+                tried,
                 "Levantou ValueError, mas sem mensagem: diga ao usuário o que está errado.",
             )
             return
@@ -104,7 +127,9 @@ def _not_reference(fn, ref, name: str) -> None:
     if isinstance(fn, type) and isinstance(ref, type):
         is_ref = issubclass(fn, ref)
     expect(
-        not is_ref, name, "origem da implementação",
+        not is_ref,
+        name,
+        "origem da implementação",
         "Sua implementação é a de referência do pacote `transformer_course`.",
         "escreva a sua própria implementação em vez de importá-la.",
     )
@@ -128,19 +153,28 @@ def _randn(gen, *shape, dtype=torch.float32):
 def _split_oracle(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     """A cabeça h fica com as colunas h·Dk … (h+1)·Dk − 1 de cada token (fatias, sem reshape)."""
     d_k = x.size(-1) // n_heads
-    return torch.stack([x[:, :, h * d_k:(h + 1) * d_k] for h in range(n_heads)], dim=1)
+    return torch.stack([x[:, :, h * d_k : (h + 1) * d_k] for h in range(n_heads)], dim=1)
 
 
 def _split_mistakes(x: torch.Tensor, n_heads: int) -> list[Mistake]:
     B, T, D = x.shape
     d_k = D // n_heads
     return [
-        Mistake("um `view`/`reshape` direto para (B, H, T, Dk), sem `transpose`: números de tokens "
-                "diferentes foram parar na mesma cabeça", x.reshape(B, n_heads, T, d_k)),
-        Mistake("a forma (B, T, H, Dk): faltou o `transpose(1, 2)` que põe o eixo das cabeças antes do "
-                "eixo dos tokens", x.reshape(B, T, n_heads, d_k)),
-        Mistake("cabeças intercaladas (reshape para (B, T, Dk, H)): a cabeça h deve ficar com o bloco "
-                "contíguo de colunas h·Dk … (h+1)·Dk − 1", x.reshape(B, T, d_k, n_heads).permute(0, 3, 1, 2)),
+        Mistake(
+            "um `view`/`reshape` direto para (B, H, T, Dk), sem `transpose`: números de tokens "
+            "diferentes foram parar na mesma cabeça",
+            x.reshape(B, n_heads, T, d_k),
+        ),
+        Mistake(
+            "a forma (B, T, H, Dk): faltou o `transpose(1, 2)` que põe o eixo das cabeças antes do "
+            "eixo dos tokens",
+            x.reshape(B, T, n_heads, d_k),
+        ),
+        Mistake(
+            "cabeças intercaladas (reshape para (B, T, Dk, H)): a cabeça h deve ficar com o bloco "
+            "contíguo de colunas h·Dk … (h+1)·Dk − 1",
+            x.reshape(B, T, d_k, n_heads).permute(0, 3, 1, 2),
+        ),
     ]
 
 
@@ -153,25 +187,33 @@ def _run_split(fn: Callable, x: torch.Tensor, n_heads: int, tried: str) -> torch
     return result
 
 
+@_single_threaded
 def check_split_heads(fn: Callable) -> None:
     """Testes visíveis de ``split_heads``."""
     __tracebackhide__ = True
     n = 0
     x = _labeled(1, 3, 4)
-    _run_split(fn, x, 2, "x (1, 3, 4) com x[0, t, d] = 10·t + d, n_heads = 2 "
-                         "(esperado: cabeça 0 = colunas 0-1, cabeça 1 = colunas 2-3, de cada token)")
+    _run_split(
+        fn,
+        x,
+        2,
+        "x (1, 3, 4) com x[0, t, d] = 10·t + d, n_heads = 2 "
+        "(esperado: cabeça 0 = colunas 0-1, cabeça 1 = colunas 2-3, de cada token)",
+    )
     n += 1
     gen = seeded_generator(30)
     _run_split(fn, _randn(gen, 2, 5, 12), 3, "x aleatório (2, 5, 12), n_heads = 3 (esperado: (2, 3, 5, 4))")
     n += 1
     _run_split(fn, _randn(gen, 2, 4, 8), 8, "x aleatório (2, 4, 8), n_heads = 8 (d_k = 1)")
     n += 1
-    _expect_value_error(fn, SPLIT, "x (2, 3, 10), n_heads = 4 (10 não é divisível por 4)",
-                        _randn(gen, 2, 3, 10), 4)
+    _expect_value_error(
+        fn, SPLIT, "x (2, 3, 10), n_heads = 4 (10 não é divisível por 4)", _randn(gen, 2, 3, 10), 4
+    )
     n += 1
     passed(SPLIT, n)
 
 
+@_single_threaded
 def check_split_heads_hidden(fn: Callable) -> None:
     """Testes ocultos de ``split_heads``: float64, uma cabeça, não contíguo, gradientes, divisibilidade."""
     __tracebackhide__ = True
@@ -189,14 +231,17 @@ def check_split_heads_hidden(fn: Callable) -> None:
     _run_split(fn, _randn(gen, 1, 1, 4), 2, "x (1, 1, 4): um token só, n_heads = 2")
     n += 1
     for D, H in ((12, 5), (6, 4), (7, 2)):
-        _expect_value_error(fn, SPLIT, f"x (1, 2, {D}), n_heads = {H} ({D} não é divisível por {H})",
-                            _randn(gen, 1, 2, D), H)
+        _expect_value_error(
+            fn, SPLIT, f"x (1, 2, {D}), n_heads = {H} ({D} não é divisível por {H})", _randn(gen, 1, 2, D), H
+        )
         n += 1
     x = _randn(gen, 2, 3, 8, dtype=torch.float64).requires_grad_()
     tried = "x (2, 3, 8) float64 com requires_grad, n_heads = 2 (gradientes)"
     out = _call(fn, SPLIT, tried, x, 2)
     expect(
-        isinstance(out, torch.Tensor) and out.requires_grad, SPLIT, tried,
+        isinstance(out, torch.Tensor) and out.requires_grad,
+        SPLIT,
+        tried,
         "A saída não está ligada ao grafo de gradientes (use só operações do PyTorch, sem `.detach()`).",
     )
     weights = torch.arange(out.numel(), dtype=torch.float64).view(out.shape)
@@ -217,10 +262,16 @@ def _merge_oracle(x: torch.Tensor) -> torch.Tensor:
 def _merge_mistakes(x: torch.Tensor) -> list[Mistake]:
     B, H, T, Dk = x.shape
     return [
-        Mistake("um `view`/`reshape` direto de (B, H, T, Dk) para (B, T, H·Dk), sem `transpose`: "
-                "tokens e cabeças se misturaram", x.reshape(B, T, H * Dk)),
-        Mistake("cabeças intercaladas (o eixo Dk antes do eixo H ao achatar): as colunas de cada cabeça "
-                "devem ficar juntas, [cabeça 0 | cabeça 1 | …]", x.permute(0, 2, 3, 1).reshape(B, T, H * Dk)),
+        Mistake(
+            "um `view`/`reshape` direto de (B, H, T, Dk) para (B, T, H·Dk), sem `transpose`: "
+            "tokens e cabeças se misturaram",
+            x.reshape(B, T, H * Dk),
+        ),
+        Mistake(
+            "cabeças intercaladas (o eixo Dk antes do eixo H ao achatar): as colunas de cada cabeça "
+            "devem ficar juntas, [cabeça 0 | cabeça 1 | …]",
+            x.permute(0, 2, 3, 1).reshape(B, T, H * Dk),
+        ),
         Mistake("a forma (B, T, H, Dk): faltou juntar os dois últimos eixos em H·Dk", x.transpose(1, 2)),
         Mistake("a média das cabeças em vez da concatenação", x.mean(1)),
         Mistake("a soma das cabeças em vez da concatenação", x.sum(1)),
@@ -236,13 +287,18 @@ def _run_merge(fn: Callable, x: torch.Tensor, tried: str) -> torch.Tensor:
     return result
 
 
+@_single_threaded
 def check_merge_heads(fn: Callable) -> None:
     """Testes visíveis de ``merge_heads``."""
     __tracebackhide__ = True
     n = 0
     heads = reference.split_heads(_labeled(1, 3, 4), 2)  # (1, 2, 3, 2)
-    _run_merge(fn, heads, "x (1, 2, 3, 2): as cabeças de um x (1, 3, 4) com x[0, t, d] = 10·t + d "
-                          "(esperado: de volta o x original)")
+    _run_merge(
+        fn,
+        heads,
+        "x (1, 2, 3, 2): as cabeças de um x (1, 3, 4) com x[0, t, d] = 10·t + d "
+        "(esperado: de volta o x original)",
+    )
     n += 1
     gen = seeded_generator(32)
     x = _randn(gen, 2, 3, 5, 4)
@@ -256,6 +312,7 @@ def check_merge_heads(fn: Callable) -> None:
     passed(MERGE, n)
 
 
+@_single_threaded
 def check_merge_heads_hidden(fn: Callable) -> None:
     """Testes ocultos de ``merge_heads``: float64, uma cabeça, Dk = 1, contíguo, gradientes."""
     __tracebackhide__ = True
@@ -275,7 +332,9 @@ def check_merge_heads_hidden(fn: Callable) -> None:
     tried = "x (2, 3, 4, 2) float64 com requires_grad (gradientes)"
     out = _call(fn, MERGE, tried, x)
     expect(
-        isinstance(out, torch.Tensor) and out.requires_grad, MERGE, tried,
+        isinstance(out, torch.Tensor) and out.requires_grad,
+        MERGE,
+        tried,
         "A saída não está ligada ao grafo de gradientes (use só operações do PyTorch, sem `.detach()`).",
     )
     weights = torch.arange(out.numel(), dtype=torch.float64).view(out.shape)
@@ -316,8 +375,14 @@ def _oracle(torch_mha: nn.MultiheadAttention, query, key, value, mask):
     B, H, Tq, Tk = query.size(0), torch_mha.num_heads, query.size(1), key.size(1)
     with torch.enable_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        out, weights = torch_mha(query, key, value, attn_mask=_torch_mask(mask, B, H, Tq, Tk),
-                                 need_weights=True, average_attn_weights=False)
+        out, weights = torch_mha(
+            query,
+            key,
+            value,
+            attn_mask=_torch_mask(mask, B, H, Tq, Tk),
+            need_weights=True,
+            average_attn_weights=False,
+        )
     return out.detach(), weights.detach()
 
 
@@ -328,12 +393,36 @@ def _params(torch_mha: nn.MultiheadAttention) -> dict[str, torch.Tensor | None]:
     else:
         bq, bk, bv = torch_mha.in_proj_bias.detach().chunk(3)
         bo = torch_mha.out_proj.bias.detach()
-    return {"Wq": Wq, "bq": bq, "Wk": Wk, "bk": bk, "Wv": Wv, "bv": bv,
-            "Wo": torch_mha.out_proj.weight.detach(), "bo": bo}
+    return {
+        "Wq": Wq,
+        "bq": bq,
+        "Wk": Wk,
+        "bk": bk,
+        "Wv": Wv,
+        "bv": bv,
+        "Wo": torch_mha.out_proj.weight.detach(),
+        "bo": bo,
+    }
 
 
-def _variant(p, query, key, value, mask, H, *, split="right", merge="right", out_proj=True, scale="d_k",
-             k_proj="K", v_proj="V", kv_from="key", mask_mode="right", mask3d="right"):
+def _variant(
+    p,
+    query,
+    key,
+    value,
+    mask,
+    H,
+    *,
+    split="right",
+    merge="right",
+    out_proj=True,
+    scale="d_k",
+    k_proj="K",
+    v_proj="V",
+    kv_from="key",
+    mask_mode="right",
+    mask3d="right",
+):
     """A atenção com múltiplas cabeças escrita com UM erro conhecido (ou nenhum)."""
     B, Tq, D = query.shape
     d_k = D // H
@@ -371,28 +460,48 @@ def _variant(p, query, key, value, mask, H, *, split="right", merge="right", out
 
 
 MHA_MISTAKES = [
-    ("a separação de cabeças sem `transpose` (um `view`/`reshape` direto para (B, H, T, Dk) mistura "
-     "tokens e cabeças)", {"split": "no_transpose"}),
-    ("a junção de cabeças sem `transpose` (um `view`/`reshape` direto de (B, H, T, Dk) para (B, T, D) "
-     "mistura tokens e cabeças)", {"merge": "no_transpose"}),
-    ("a separação com cabeças intercaladas: cada cabeça deve ficar com um bloco contíguo de Dk colunas",
-     {"split": "interleaved"}),
-    ("a atenção SEM a projeção de saída W_O (faltou aplicar `self.W_O` depois de juntar as cabeças)",
-     {"out_proj": False}),
-    ("a escala 1/√d_model em vez de 1/√d_k: cada cabeça tem largura d_k = d_model / n_heads",
-     {"scale": "d_model"}),
+    (
+        "a separação de cabeças sem `transpose` (um `view`/`reshape` direto para (B, H, T, Dk) mistura "
+        "tokens e cabeças)",
+        {"split": "no_transpose"},
+    ),
+    (
+        "a junção de cabeças sem `transpose` (um `view`/`reshape` direto de (B, H, T, Dk) para (B, T, D) "
+        "mistura tokens e cabeças)",
+        {"merge": "no_transpose"},
+    ),
+    (
+        "a separação com cabeças intercaladas: cada cabeça deve ficar com um bloco contíguo de Dk colunas",
+        {"split": "interleaved"},
+    ),
+    (
+        "a atenção SEM a projeção de saída W_O (faltou aplicar `self.W_O` depois de juntar as cabeças)",
+        {"out_proj": False},
+    ),
+    (
+        "a escala 1/√d_model em vez de 1/√d_k: cada cabeça tem largura d_k = d_model / n_heads",
+        {"scale": "d_model"},
+    ),
     ("a escala 1/d_k em vez de 1/√d_k", {"scale": "d_k_linear"}),
     ("a atenção SEM a divisão por √d_k", {"scale": "none"}),
     ("a mesma projeção para K e V: os valores passaram por W_K em vez de W_V", {"v_proj": "K"}),
     ("a mesma projeção para K e V: as chaves passaram por W_V em vez de W_K", {"k_proj": "V"}),
-    ("K e V calculados a partir de `query`: na atenção cruzada eles vêm de `key` e `value`",
-     {"kv_from": "query"}),
+    (
+        "K e V calculados a partir de `query`: na atenção cruzada eles vêm de `key` e `value`",
+        {"kv_from": "query"},
+    ),
 ]
 MASK_MISTAKES = [
-    ("a máscara 3-D (B, Tq, Tk) sem o eixo das cabeças: contra os scores (B, H, Tq, Tk) o PyTorch alinha o "
-     "eixo do lote com o das cabeças; use `mask.unsqueeze(1)` → (B, 1, Tq, Tk)", {"mask3d": "raw"}),
-    ("a máscara invertida: True bloqueou (é a convenção do `attn_mask` do nn.MultiheadAttention), mas "
-     "aqui True = pode atender", {"mask_mode": "inverted"}),
+    (
+        "a máscara 3-D (B, Tq, Tk) sem o eixo das cabeças: contra os scores (B, H, Tq, Tk) o PyTorch alinha o "
+        "eixo do lote com o das cabeças; use `mask.unsqueeze(1)` → (B, 1, Tq, Tk)",
+        {"mask3d": "raw"},
+    ),
+    (
+        "a máscara invertida: True bloqueou (é a convenção do `attn_mask` do nn.MultiheadAttention), mas "
+        "aqui True = pode atender",
+        {"mask_mode": "inverted"},
+    ),
     ("a atenção sem máscara (a máscara foi ignorada)", {"mask_mode": "ignored"}),
 ]
 
@@ -410,10 +519,15 @@ def _mha_mistakes(p, query, key, value, mask, H):
     _, w = _variant(p, query, key, value, mask, H)
     B, _, Tq, Tk = w.shape
     ws += [
-        Mistake("os pesos médios sobre as cabeças (o `average_attn_weights=True` do PyTorch); devolva um "
-                "mapa por cabeça, (B, H, Tq, Tk)", w.mean(1)),
-        Mistake("os pesos com lote e cabeças fundidos em um eixo; devolva (B, H, Tq, Tk)",
-                w.reshape(B * H, Tq, Tk)),
+        Mistake(
+            "os pesos médios sobre as cabeças (o `average_attn_weights=True` do PyTorch); devolva um "
+            "mapa por cabeça, (B, H, Tq, Tk)",
+            w.mean(1),
+        ),
+        Mistake(
+            "os pesos com lote e cabeças fundidos em um eixo; devolva (B, H, Tq, Tk)",
+            w.reshape(B * H, Tq, Tk),
+        ),
     ]
     return outs, ws
 
@@ -421,8 +535,10 @@ def _mha_mistakes(p, query, key, value, mask, H):
 def _tried(query, key, value, mask, D, H, extra=""):
     kind = "autoatenção" if (query is key and key is value) else "atenção cruzada"
     m = "sem máscara" if mask is None else f"máscara {tuple(mask.shape)}"
-    return (f"MultiHeadAttention(d_model={D}, n_heads={H}), {kind}: query {tuple(query.shape)}, "
-            f"key {tuple(key.shape)}, value {tuple(value.shape)} {str(query.dtype)[6:]}, {m}{extra}")
+    return (
+        f"MultiHeadAttention(d_model={D}, n_heads={H}), {kind}: query {tuple(query.shape)}, "
+        f"key {tuple(key.shape)}, value {tuple(value.shape)} {str(query.dtype)[6:]}, {m}{extra}"
+    )
 
 
 def _build(cls, D: int, H: int, tried: str, bias: bool = True, dropout: float = 0.0):
@@ -430,33 +546,71 @@ def _build(cls, D: int, H: int, tried: str, bias: bool = True, dropout: float = 
     __tracebackhide__ = True
     with torch.random.fork_rng(devices=[]):
         module = _call(cls, MHA, tried, D, H, dropout=dropout, bias=bias)
-    expect(isinstance(module, nn.Module), MHA, tried,
-           f"Esperava um `nn.Module`; veio {describe(module)}.", "a classe deve herdar de `nn.Module`.")
+    expect(
+        isinstance(module, nn.Module),
+        MHA,
+        tried,
+        f"Esperava um `nn.Module`; veio {describe(module)}.",
+        "a classe deve herdar de `nn.Module`.",
+    )
     for attr in ("W_Q", "W_K", "W_V", "W_O"):
         lin = getattr(module, attr, None)
-        expect(isinstance(lin, nn.Linear), MHA, tried,
-               f"O atributo `{attr}` deveria ser um `nn.Linear`; encontrei {describe(lin)}.",
-               "crie as quatro projeções no `__init__`: `self.W_Q = nn.Linear(d_model, d_model, bias=bias)`…")
-        expect((lin.in_features, lin.out_features) == (D, D), MHA, tried,
-               f"`{attr}` é nn.Linear({lin.in_features}, {lin.out_features}); esperado nn.Linear({D}, {D}).",
-               "cada projeção leva d_model em d_model (as H cabeças juntas), não d_model em d_k.")
-        expect((lin.bias is not None) == bias, MHA, tried,
-               f"`{attr}` {'não ' if bias else ''}deveria ter viés (bias={bias}).",
-               "passe `bias=bias` para as quatro `nn.Linear`.")
-    expect(not any(isinstance(m, nn.MultiheadAttention) for m in module.modules()), MHA, tried,
-           "Seu módulo contém um `nn.MultiheadAttention` do PyTorch.",
-           "o exercício é escrever a atenção com as quatro projeções; o PyTorch é o gabarito.")
+        expect(
+            isinstance(lin, nn.Linear),
+            MHA,
+            tried,
+            f"O atributo `{attr}` deveria ser um `nn.Linear`; encontrei {describe(lin)}.",
+            "crie as quatro projeções no `__init__`: `self.W_Q = nn.Linear(d_model, d_model, bias=bias)`…",
+        )
+        expect(
+            (lin.in_features, lin.out_features) == (D, D),
+            MHA,
+            tried,
+            f"`{attr}` é nn.Linear({lin.in_features}, {lin.out_features}); esperado nn.Linear({D}, {D}).",
+            "cada projeção leva d_model em d_model (as H cabeças juntas), não d_model em d_k.",
+        )
+        expect(
+            (lin.bias is not None) == bias,
+            MHA,
+            tried,
+            f"`{attr}` {'não ' if bias else ''}deveria ter viés (bias={bias}).",
+            "passe `bias=bias` para as quatro `nn.Linear`.",
+        )
+    expect(
+        not any(isinstance(m, nn.MultiheadAttention) for m in module.modules()),
+        MHA,
+        tried,
+        "Seu módulo contém um `nn.MultiheadAttention` do PyTorch.",
+        "o exercício é escrever a atenção com as quatro projeções; o PyTorch é o gabarito.",
+    )
     n_params = sum(p.numel() for p in module.parameters())
     n_expected = 4 * D * D + (4 * D if bias else 0)
-    expect(n_params == n_expected, MHA, tried,
-           f"O módulo tem {n_params} parâmetros; esperado 4·d_model² {'+ 4·d_model ' if bias else ''}"
-           f"= {n_expected} (as quatro projeções e nada mais).",
-           "há parâmetros a mais (uma camada extra, ou projeções por cabeça além de W_Q, W_K, W_V, W_O)?")
+    expect(
+        n_params == n_expected,
+        MHA,
+        tried,
+        f"O módulo tem {n_params} parâmetros; esperado 4·d_model² {'+ 4·d_model ' if bias else ''}"
+        f"= {n_expected} (as quatro projeções e nada mais).",
+        "há parâmetros a mais (uma camada extra, ou projeções por cabeça além de W_Q, W_K, W_V, W_O)?",
+    )
     return module
 
 
-def _run_mha(cls, query, key, value, mask, H, *, seed, bias=True, dropout=0.0, extra="",
-             hint_on_error=None, eval_mode=False):
+def _run_mha(
+    cls,
+    query,
+    key,
+    value,
+    mask,
+    H,
+    *,
+    seed,
+    bias=True,
+    dropout=0.0,
+    extra="",
+    hint_on_error=None,
+    eval_mode=False,
+):
     """Um caso completo: constrói, copia os pesos do PyTorch, roda e compara saída e pesos."""
     __tracebackhide__ = True
     D, dtype = query.size(-1), query.dtype
@@ -474,8 +628,12 @@ def _run_mha(cls, query, key, value, mask, H, *, seed, bias=True, dropout=0.0, e
     before = snapshot(*inputs)
     result = _call(module, MHA, tried, query, key, value, mask, hint_on_error=hint_on_error)
     expect_unchanged(before, inputs, labels, MHA, tried)
-    expect(isinstance(result, tuple) and len(result) == 2, MHA, tried,
-           f"Esperava uma tupla (output, weights); veio {describe(result)}.")
+    expect(
+        isinstance(result, tuple) and len(result) == 2,
+        MHA,
+        tried,
+        f"Esperava uma tupla (output, weights); veio {describe(result)}.",
+    )
     output, weights = result
     expect_close(weights, expected_w, MHA, tried, "`weights`", w_mistakes)
     expect_close(output, expected_out, MHA, tried, "`output`", out_mistakes)
@@ -497,6 +655,7 @@ MASK3D_HINT = (
 )
 
 
+@_single_threaded
 def check_multi_head_attention(cls) -> None:
     """Testes visíveis de ``MultiHeadAttention`` (comparada com ``nn.MultiheadAttention``)."""
     __tracebackhide__ = True
@@ -526,6 +685,7 @@ def check_multi_head_attention(cls) -> None:
     passed(MHA, n)
 
 
+@_single_threaded
 def check_multi_head_attention_hidden(cls) -> None:
     """Testes ocultos: float64, sem viés, H = 1 e H = D, máscaras 3-D/4-D, gradientes, atalhos."""
     __tracebackhide__ = True
@@ -557,8 +717,18 @@ def check_multi_head_attention_hidden(cls) -> None:
     x = _randn(gen, 5, 1, 8).transpose(0, 1)
     _run_mha(cls, x, x, x, None, 2, seed=17, extra=" (entrada não contígua)")
     x = _randn(gen, 2, 4, 8)
-    _run_mha(cls, x, x, x, None, 2, seed=18, dropout=0.3, eval_mode=True,
-             extra=" (dropout=0.3, modo de avaliação: o dropout não age)")
+    _run_mha(
+        cls,
+        x,
+        x,
+        x,
+        None,
+        2,
+        seed=18,
+        dropout=0.3,
+        eval_mode=True,
+        extra=" (dropout=0.3, modo de avaliação: o dropout não age)",
+    )
     n += 2
     # divisibilidade
     for D, H in ((12, 5), (8, 3)):
@@ -574,16 +744,24 @@ def check_multi_head_attention_hidden(cls) -> None:
     qs, kvs = q.clone().requires_grad_(), kv.clone().requires_grad_()
     qo, kvo = q.clone().requires_grad_(), kv.clone().requires_grad_()
     output, _ = _call(module, MHA, tried, qs, kvs, kvs, mask)
-    expect(isinstance(output, torch.Tensor) and output.requires_grad, MHA, tried,
-           "A saída não está ligada ao grafo de gradientes (sem `.detach()`, `.numpy()` ou `.item()`).")
+    expect(
+        isinstance(output, torch.Tensor) and output.requires_grad,
+        MHA,
+        tried,
+        "A saída não está ligada ao grafo de gradientes (sem `.detach()`, `.numpy()` ou `.item()`).",
+    )
     output.pow(2).sum().backward()
     ref_out, _ = torch_mha(qo, kvo, kvo, attn_mask=~mask, need_weights=False)
     ref_out.pow(2).sum().backward()
     Wq, Wk, Wv = torch_mha.in_proj_weight.grad.chunk(3)
-    pairs = [("query", qs.grad, qo.grad), ("key/value", kvs.grad, kvo.grad),
-             ("W_Q.weight", module.W_Q.weight.grad, Wq), ("W_K.weight", module.W_K.weight.grad, Wk),
-             ("W_V.weight", module.W_V.weight.grad, Wv),
-             ("W_O.weight", module.W_O.weight.grad, torch_mha.out_proj.weight.grad)]
+    pairs = [
+        ("query", qs.grad, qo.grad),
+        ("key/value", kvs.grad, kvo.grad),
+        ("W_Q.weight", module.W_Q.weight.grad, Wq),
+        ("W_K.weight", module.W_K.weight.grad, Wk),
+        ("W_V.weight", module.W_V.weight.grad, Wv),
+        ("W_O.weight", module.W_O.weight.grad, torch_mha.out_proj.weight.grad),
+    ]
     for label, mine, ref in pairs:
         expect(mine is not None, MHA, tried, f"Nenhum gradiente chegou a `{label}`.")
         expect_close(mine, ref, MHA, tried, f"o gradiente em `{label}`")
@@ -593,8 +771,12 @@ def check_multi_head_attention_hidden(cls) -> None:
     module = _build(cls, 8, 2, "chamada vigiada")
     with forbid_torch_functions(F.multi_head_attention_forward) as mode:
         _call(module, MHA, "chamada vigiada", x, x, x, None)
-    expect(not mode.used, MHA, _tried(x, x, x, None, 8, 2),
-           "Seu módulo chama `F.multi_head_attention_forward` (o que o nn.MultiheadAttention usa).",
-           "o exercício é escrever a atenção com múltiplas cabeças; o PyTorch é o gabarito.")
+    expect(
+        not mode.used,
+        MHA,
+        _tried(x, x, x, None, 8, 2),
+        "Seu módulo chama `F.multi_head_attention_forward` (o que o nn.MultiheadAttention usa).",
+        "o exercício é escrever a atenção com múltiplas cabeças; o PyTorch é o gabarito.",
+    )
     n += 1
     passed(MHA, n, "(testes ocultos)")
