@@ -39,7 +39,6 @@
 # %%
 # NBVAL_IGNORE_OUTPUT
 # %matplotlib inline
-import math
 import os
 
 import torch
@@ -60,9 +59,7 @@ from transformer_course.layers import DecoderLayer as DecoderLayerRef
 from transformer_course.layers import EncoderLayer as EncoderLayerRef
 from transformer_course.layers import (
     TransformerClassifier,
-    TransformerEncoder,
     ln_gradient_experiment,
-    load_decoder_layer_from_torch,
     load_encoder_layer_from_torch,
     residual_norms_at_init,
 )
@@ -157,7 +154,8 @@ class FeedForward(nn.Module):
 
     def forward(self, x):
         ### BEGIN SOLUTION
-        return self.linear2(self.dropout(F.gelu(self.linear1(x))))  # (..., D) -> (..., F) -> (..., D)
+        h = F.gelu(self.linear1(x))  # (..., D) -> (..., F)
+        return self.linear2(self.dropout(h))  # (..., F) -> (..., D)
         ### END SOLUTION
 
 

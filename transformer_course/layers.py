@@ -16,6 +16,7 @@ sobre os pesos dentro da atenção e sobre a saída de cada subcamada antes da s
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -329,6 +330,17 @@ class TransformerClassifier(nn.Module):
 # ---------------------------------------------------------------- Pre-LN × Post-LN na inicialização
 
 
+@contextlib.contextmanager
+def _one_thread():
+    """Uma thread só durante o bloco: com tensores pequenos, mais threads só disputam a CPU."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def _xavier_stack(depth, norm_first, d_model, n_heads, d_ff, gen) -> nn.ModuleList:
     """``depth`` camadas com matrizes Xavier uniformes (sorteadas por ``gen``) e vieses 0."""
     layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, 0.0, norm_first) for _ in range(depth))
@@ -380,6 +392,7 @@ def gradient_norms_at_init(
     return torch.stack([layer.ffn.linear2.weight.grad.norm() for layer in layers]).detach()
 
 
+@_one_thread()
 @torch.no_grad()
 def residual_norms_at_init(
     depth: int, norm_first: bool, d_model: int = 64, n_heads: int = 4, d_ff: int = 256,
@@ -410,15 +423,11 @@ def ln_gradient_experiment(    max_depth: int = 12, n_seeds: int = 3, **kwargs
     Returns:
         dicionário ``(norm_first, depth) -> tensor (depth,)`` com a norma média por camada.
     """
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        results = {}
+    results = {}
+    with _one_thread():
         for norm_first in (False, True):
             for depth in range(1, max_depth + 1):
                 runs = [gradient_norms_at_init(depth, norm_first, seed=s, **kwargs)
                         for s in range(n_seeds)]
                 results[(norm_first, depth)] = torch.stack(runs).mean(dim=0)
-        return results
-    finally:
-        torch.set_num_threads(previous)
+    return results
