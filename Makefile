@@ -43,10 +43,10 @@ assignments: $(STAMP)
 	$(BIN)/python scripts/build_assignments.py $(CHAPTER)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow"
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not slow" tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check transformer_course tests scripts notebooks

@@ -18,11 +18,16 @@ CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
 os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
+# Módulos cujas fixtures caras (regenerar o curso, um servidor JupyterLab) devem rodar uma vez só.
+ONE_WORKER_MODULES = ("test_sync.py", "test_browser.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Com ``--dist loadgroup``, as células de um notebook (nbval) ficam no mesmo worker."""
+    """Com ``--dist loadgroup``: as células de um notebook (nbval) ficam no mesmo worker, e
+    também os testes dos módulos com fixtures caras; o resto se distribui livremente."""
     for item in items:
         path = str(getattr(item, "path", item.fspath))
-        if path.endswith(".ipynb"):
+        if path.endswith(".ipynb") or path.endswith(ONE_WORKER_MODULES):
             item.add_marker(pytest.mark.xdist_group(name=path))
 
 
