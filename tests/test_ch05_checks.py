@@ -67,13 +67,17 @@ def test_causal_int_mask_rejected():
         ch05.check_causal_mask(lambda T, device=None: torch.ones(T, T, dtype=torch.long).tril())
 
 
-def test_causal_ignoring_device_and_valueerror_hidden():
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="precisa de uma GPU")
+def test_causal_ignoring_device_hidden():
     def ignores_device(T, device=None):
         _check_len(T)
         return torch.ones(T, T, dtype=torch.bool).tril()
 
     with pytest.raises(AssertionError, match="device"):
         ch05.check_causal_mask_hidden(ignores_device)
+
+
+def test_causal_valueerror_hidden():
 
     def no_check(T, device=None):
         return torch.ones(max(T, 0), max(T, 0), dtype=torch.bool, device=device).tril()

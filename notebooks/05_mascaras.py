@@ -1,0 +1,679 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Capítulo 5 — Máscaras: o que cada posição pode ver
+#
+# **Objetivos.** Ao fim deste capítulo você vai saber:
+#
+# 1. explicar por que o decodificador não pode ver o futuro e por que ninguém deve atender ao
+#    *padding* (preenchimento);
+# 2. construir a máscara causal, a de *padding* e a combinação das duas, com **uma** convenção de
+#    formas que se difunde (*broadcasting*) sem surpresas;
+# 3. traduzir entre as convenções do PyTorch, que discordam entre si sobre o que `True` quer dizer;
+# 4. entender por que uma linha totalmente mascarada dá NaN com $-\infty$, pesos uniformes com
+#    $-10^9$, e o que muda em float16 — e escrever um softmax mascarado que devolve zeros;
+# 5. **provar** que um modelo é causal com um teste de propriedade que você pode reutilizar.
+#
+# **Pré-requisitos.** Capítulo 2 (atenção por produto escalar escalado, com máscara booleana).
+# O capítulo 3 ajuda a entender o eixo das cabeças.
+#
+# **Tempo estimado.** 60 a 90 minutos.
+#
+# **Legenda de formas** (a mesma em todo o curso): B lote (*batch*), T comprimento da sequência,
+# D `d_model`, H cabeças, Dk = D/H, F `d_ff`, V vocabulário, S comprimento da fonte (atenção cruzada).
+#
+# **Convenção do curso:** máscaras booleanas com **True = pode atender**, a de
+# `F.scaled_dot_product_attention`.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# %matplotlib inline
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from transformer_course import plots
+from transformer_course.attention import scaled_dot_product_attention as attention_ref
+from transformer_course.checks import (
+    check_causal_mask,
+    check_causal_mask_hidden,
+    check_decoder_self_mask,
+    check_decoder_self_mask_hidden,
+    check_masked_softmax,
+    check_masked_softmax_hidden,
+    check_padding_mask,
+    check_padding_mask_hidden,
+)
+from transformer_course.device import get_device, seeded_generator
+from transformer_course.masks import (
+    assert_causal,
+    dependency_matrix,
+    future_leak,
+    to_additive_mask,
+    to_key_padding_mask,
+    to_mha_attn_mask,
+)
+from transformer_course.masks import causal_mask as causal_mask_ref
+from transformer_course.masks import decoder_self_mask as decoder_self_mask_ref
+from transformer_course.masks import masked_softmax as masked_softmax_ref
+from transformer_course.masks import padding_mask as padding_mask_ref
+
+torch.manual_seed(0)
+torch.set_num_threads(1)  # os tensores deste capítulo são minúsculos: uma thread basta e é mais rápida
+device = get_device()
+print(f"PyTorch {torch.__version__} | dispositivo: {device}")
+
+# %% [markdown]
+# ## 1. Por que mascarar?
+#
+# Uma máscara diz, para cada consulta, quais chaves ela **não** pode usar. Há dois motivos para
+# proibir uma chave.
+#
+# **O futuro.** Um modelo de linguagem aprende a prever o próximo *token*. No treino, damos a frase
+# inteira de uma vez (*teacher forcing*: a entrada é a resposta certa deslocada de uma posição) e
+# pedimos, em cada posição $t$, uma previsão de $x_{t+1}$. Se a posição $t$ pudesse atender à posição
+# $t+1$, bastaria copiar a resposta: a perda cairia a quase zero sem o modelo aprender nada. E na hora
+# de gerar texto o futuro nem existe. A **máscara causal** (*causal mask*) proíbe as chaves $j > t$.
+#
+# **O *padding*.** Frases de tamanhos diferentes viram um lote retangular completando as curtas com
+# um *token* especial, o `<pad>`. Ele não é conteúdo. Se alguém atender a ele, a representação de uma
+# frase passa a depender de **quanto** *padding* ela recebeu — isto é, de quem mais estava no lote.
+# A **máscara de *padding*** proíbe as chaves que são `<pad>`.
+#
+# Vamos ver o segundo problema acontecer. A mesma frase, com e sem três `<pad>` no fim:
+
+# %%
+gen = seeded_generator(0)
+tabela = torch.randn(10, 8, generator=gen)  # embeddings de um vocabulário de 10 tokens; o 0 é <pad>
+curta = torch.tensor([[3, 7, 5, 2]])
+longa = torch.tensor([[3, 7, 5, 2, 0, 0, 0]])
+x_curta, x_longa = tabela[curta], tabela[longa]  # (1, 4, 8) e (1, 7, 8)
+
+sem_mascara, _ = attention_ref(x_longa, x_longa, x_longa)
+com_mascara, _ = attention_ref(x_longa, x_longa, x_longa, padding_mask_ref(longa)[:, 0])
+referencia, _ = attention_ref(x_curta, x_curta, x_curta)
+{
+    "sem máscara: max |Δ| nas posições reais": round((sem_mascara[:, :4] - referencia).abs().max().item(), 3),
+    "com máscara de padding": (com_mascara[:, :4] - referencia).abs().max().item(),
+}
+
+# %% [markdown]
+# Sem máscara, as quatro posições reais mudam só porque o lote tinha uma frase mais longa. Com a
+# máscara, a diferença é **exatamente zero**: o peso de cada `<pad>` é $e^{-\infty} = 0$.
+#
+# As duas máscaras desenhadas como matrizes (linha = consulta, coluna = chave), para a frase
+# "`<s>` o gato dormiu `<pad>` `<pad>`":
+
+# %%
+rotulos = ["<s>", "o", "gato", "dormiu", "<pad>", "<pad>"]
+ids_exemplo = torch.tensor([[1, 4, 7, 9, 0, 0]])
+causal_6 = causal_mask_ref(6)
+padding_6 = padding_mask_ref(ids_exemplo)[0, 0].expand(6, 6)  # (1, 6) -> (6, 6), só para desenhar
+plots.mask_panels(
+    [causal_6, padding_6, causal_6 & padding_6],
+    ["causal: j ≤ i", "padding: chave real", "causal E padding"],
+    rotulos,
+)
+
+# %% [markdown]
+# **Leitura.** À esquerda, o triângulo inferior: a linha $i$ vê as colunas $0..i$ (a diagonal
+# inclusive — cada posição vê a si mesma). No meio, colunas inteiras de `<pad>` bloqueadas, para
+# **toda** consulta. À direita, o que o decodificador usa: as duas restrições ao mesmo tempo (E).
+#
+# Repare que as **linhas** dos `<pad>` continuam com posições permitidas: ninguém bloqueia a
+# consulta de um `<pad>`; a saída dele é só ignorada pela perda. Isso importa na seção 5.
+
+# %% [markdown]
+# ## 2. Formas e difusão: uma convenção só
+#
+# Os scores da atenção com várias cabeças têm forma $(B, H, T, T)$. As máscaras não precisam ter
+# essa forma: basta que se **difundam** para ela. A convenção do curso:
+#
+# | máscara | forma | o que os eixos de tamanho 1 querem dizer |
+# |---|---|---|
+# | causal | $(T, T)$ | igual para todo o lote e toda cabeça |
+# | *padding* | $(B, 1, 1, T)$ | igual para toda cabeça e **toda consulta**: bloqueia colunas |
+# | decodificador | $(B, 1, T, T)$ | causal E *padding*; igual para toda cabeça |
+#
+# A difusão alinha os eixos **pela direita**: $(T, T)$ com $(B, 1, 1, T)$ dá $(B, 1, T, T)$, que com
+# $(B, H, T, T)$ dá $(B, H, T, T)$.
+
+# %%
+ids = torch.tensor([[5, 8, 2, 0, 0], [3, 9, 4, 6, 0]])  # (B, T) = (2, 5)
+scores = torch.randn(2, 4, 5, 5, generator=gen)  # (B, H, T, T)
+pad = padding_mask_ref(ids)  # (2, 1, 1, 5)
+causal = causal_mask_ref(5)  # (5, 5)
+combinada = pad & causal  # (2, 1, 1, 5) & (5, 5) -> (2, 1, 5, 5)
+pad.shape, causal.shape, combinada.shape, scores.masked_fill(~combinada, float("-inf")).shape
+
+# %% [markdown]
+# **Um erro clássico: a máscara de 5 eixos.** Num texto que serviu de fonte para este curso, o
+# codificador cria a máscara de *padding* já com forma $(B, 1, 1, T)$, e a atenção com várias cabeças
+# faz mais um `mask.unsqueeze(1)` "para o eixo das cabeças". O resultado tem 5 eixos, e o PyTorch
+# **não reclama**: difunde $(B, 1, 1, 1, T)$ com $(B, H, T, T)$ e cria um tensor $(B, B, H, T, T)$ —
+# cada exemplo do lote mascarado com a máscara de **todos** os exemplos.
+
+# %%
+mascara_5d = pad.unsqueeze(1)  # (2, 1, 1, 5) -> (2, 1, 1, 1, 5): um unsqueeze a mais
+scores.masked_fill(~mascara_5d, float("-inf")).shape
+
+# %% [markdown]
+# Nenhum erro, e uma forma que não devia existir: o bug aparece (se aparecer) muitas linhas depois,
+# num `view` que falha ou numa média que esconde tudo. O remédio é o desta seção: **uma** forma
+# documentada para cada máscara, e a atenção usa a máscara como está (4-D) sem acrescentar eixos.
+# (`F.scaled_dot_product_attention`, mais rígido, recusa a máscara de 5 eixos com um erro.)
+
+# %% [markdown]
+# ## 3. Exercícios: as três máscaras
+#
+# ### Exercício 1 — `causal_mask` (2 pontos)
+#
+# Escreva `causal_mask(seq_len, device=None)` que devolve um tensor **booleano** $(T, T)$ com `True`
+# na diagonal e abaixo dela ($j \le i$):
+#
+# $$M^{\text{causal}}_{ij} = [\, j \le i \,]$$
+#
+# - crie o tensor no dispositivo `device` (não fixe `cpu`/`cuda`);
+# - `seq_len <= 0` deve levantar `ValueError` com uma mensagem em português.
+
+# %% nbgrader={"grade": false, "grade_id": "causal_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def causal_mask(seq_len, device=None):
+    """Máscara causal (T, T), booleana: True na diagonal e abaixo dela."""
+    ### BEGIN SOLUTION
+    if seq_len <= 0:
+        raise ValueError(f"seq_len deve ser positivo; recebido {seq_len}.")
+    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_causal_mask", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+check_causal_mask(causal_mask)
+
+# %% nbgrader={"grade": true, "grade_id": "test_causal_mask_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# Testes ocultos: rodam na correção (outros T, o argumento device, ValueError).
+### BEGIN HIDDEN TESTS
+check_causal_mask_hidden(causal_mask)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercício 2 — `padding_mask` (2 pontos)
+#
+# Escreva `padding_mask(token_ids, pad_id=0)`: recebe os ids $(B, T)$ e devolve uma máscara
+# booleana $(B, 1, 1, T)$, `True` nos *tokens* reais:
+#
+# $$M^{\text{pad}}_{b,0,0,j} = [\, \text{token\_ids}_{b,j} \ne \text{pad\_id} \,]$$
+#
+# - use o argumento `pad_id` (o *token* de *padding* nem sempre é o 0);
+# - `token_ids` que não seja 2-D deve levantar `ValueError`;
+# - não modifique `token_ids`.
+
+# %% nbgrader={"grade": false, "grade_id": "padding_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def padding_mask(token_ids, pad_id=0):
+    """Máscara de padding (B, 1, 1, T), booleana: True nos tokens reais."""
+    ### BEGIN SOLUTION
+    if token_ids.dim() != 2:
+        raise ValueError(f"token_ids deve ter forma (B, T); recebido {tuple(token_ids.shape)}.")
+    return (token_ids != pad_id)[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_padding_mask", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+check_padding_mask(padding_mask)
+
+# %% nbgrader={"grade": true, "grade_id": "test_padding_mask_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# Testes ocultos: rodam na correção (outro pad_id, padding à esquerda, ValueError, entrada intacta).
+### BEGIN HIDDEN TESTS
+check_padding_mask_hidden(padding_mask)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercício 3 — `decoder_self_mask` (2 pontos)
+#
+# Escreva `decoder_self_mask(token_ids, pad_id=0)`: a máscara da autoatenção (*self-attention*) do
+# decodificador, $(B, 1, T, T)$, que permite a chave $j$ para a consulta $i$ quando **as duas**
+# condições valem:
+#
+# $$M^{\text{dec}}_{b,0,i,j} = [\, j \le i \,] \;\wedge\; [\, \text{token\_ids}_{b,j} \ne \text{pad\_id} \,]$$
+#
+# Você pode (e deve) usar as suas duas funções anteriores; a difusão faz o resto.
+# `token_ids` que não seja 2-D deve levantar `ValueError`.
+
+# %% nbgrader={"grade": false, "grade_id": "decoder_self_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def decoder_self_mask(token_ids, pad_id=0):
+    """Máscara do decodificador (B, 1, T, T): causal E padding das chaves."""
+    ### BEGIN SOLUTION
+    pad = padding_mask(token_ids, pad_id)  # (B, 1, 1, T); levanta ValueError se não for 2-D
+    causal = causal_mask(token_ids.size(1), token_ids.device)  # (T, T)
+    return pad & causal  # -> (B, 1, T, T)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_decoder_self_mask", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+check_decoder_self_mask(decoder_self_mask)
+
+# %% nbgrader={"grade": true, "grade_id": "test_decoder_self_mask_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# Testes ocultos: rodam na correção (lote maior, padding à esquerda, T = 1, ValueError).
+### BEGIN HIDDEN TESTS
+check_decoder_self_mask_hidden(decoder_self_mask)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Daqui em diante, as demonstrações usam as versões do pacote (`causal_mask_ref`,
+# `padding_mask_ref`, `decoder_self_mask_ref`, de `transformer_course.masks`), para que o notebook
+# rode mesmo antes de você terminar os exercícios. Um lote com duas frases de tamanhos diferentes:
+
+# %%
+ids_lote = torch.tensor([[1, 4, 7, 9, 0, 0], [1, 5, 3, 8, 2, 6]])
+mascara_lote = decoder_self_mask_ref(ids_lote)  # (2, 1, 6, 6)
+plots.mask_panels(
+    [mascara_lote[0, 0], mascara_lote[1, 0]],
+    ["exemplo 0: 4 tokens + 2 <pad>", "exemplo 1: 6 tokens, sem <pad>"],
+    suptitle="decoder_self_mask: uma matriz (T, T) por exemplo do lote",
+)
+
+# %% [markdown]
+# ## 4. As convenções do PyTorch discordam
+#
+# A mesma ideia — "a consulta $i$ pode usar a chave $j$?" — aparece no PyTorch com **três
+# convenções** diferentes. Trocar uma pela outra sem converter não dá erro: dá um modelo errado.
+#
+# | API | argumento | tipo | `True` (ou o valor) quer dizer | forma |
+# |---|---|---|---|---|
+# | `F.scaled_dot_product_attention` | `attn_mask` | bool | **pode atender** (a do curso) | difundível para $(\ldots, T_q, T_k)$ |
+# | `F.scaled_dot_product_attention` | `attn_mask` | float | valor **somado** aos scores ($0$ ou $-\infty$) | difundível |
+# | `F.scaled_dot_product_attention` | `is_causal=True` | — | máscara causal implícita | — |
+# | `nn.MultiheadAttention` (e `nn.Transformer*Layer`) | `attn_mask` | bool | **bloqueado** | $(T_q, T_k)$ ou $(B \cdot H, T_q, T_k)$ |
+# | `nn.MultiheadAttention` | `key_padding_mask` | bool | **é padding** (bloqueado) | $(B, T_k)$ |
+# | `nn.Transformer.generate_square_subsequent_mask` | — | float | $-\infty$ acima da diagonal, $0$ no resto | $(T, T)$ |
+#
+# O pacote traz conversores para sair da convenção do curso: `to_additive_mask`,
+# `to_mha_attn_mask` e `to_key_padding_mask` (em `transformer_course.masks`).
+#
+# **Demonstração 1 — a forma funcional.** Com a mesma máscara do decodificador, três chamadas
+# de `F.scaled_dot_product_attention` comparadas com a nossa atenção (capítulo 2):
+
+# %%
+Q, K, V = (torch.randn(2, 2, 6, 8, generator=gen) for _ in range(3))  # (B, H, T, Dk)
+nossa, _ = attention_ref(Q, K, V, mascara_lote)
+variantes = {
+    "bool, True = pode atender": F.scaled_dot_product_attention(Q, K, V, attn_mask=mascara_lote),
+    "float aditiva (0 / -inf)": F.scaled_dot_product_attention(
+        Q, K, V, attn_mask=to_additive_mask(mascara_lote)
+    ),
+    "bool INVERTIDA (erro!)": F.scaled_dot_product_attention(Q, K, V, attn_mask=~mascara_lote),
+}
+{nome: round((saida - nossa).abs().max().item(), 6) for nome, saida in variantes.items()}
+
+# %% [markdown]
+# As duas primeiras coincidem com a nossa (diferença 0 ou da ordem de $10^{-7}$, arredondamento);
+# passar a máscara invertida não gera erro nenhum, só uma resposta errada.
+#
+# **Demonstração 2 — `is_causal` e a máscara que o `nn.Transformer` fabrica:**
+
+# %%
+Qc, Kc, Vc = (torch.randn(1, 1, 4, 8, generator=gen) for _ in range(3))
+por_flag = F.scaled_dot_product_attention(Qc, Kc, Vc, is_causal=True)
+por_mascara = F.scaled_dot_product_attention(Qc, Kc, Vc, attn_mask=causal_mask_ref(4))
+print("is_causal = máscara causal?", torch.allclose(por_flag, por_mascara))
+nn.Transformer.generate_square_subsequent_mask(4)
+
+# %% [markdown]
+# **Demonstração 3 — `nn.MultiheadAttention`, onde `True` quer dizer bloqueado.** O mesmo módulo,
+# chamado com a máscara de *padding* de três jeitos:
+
+# %%
+mha = nn.MultiheadAttention(embed_dim=8, num_heads=2, batch_first=True)  # modo de treino, dropout 0
+x = torch.randn(2, 6, 8, generator=gen)
+pad_lote = padding_mask_ref(ids_lote)  # (2, 1, 1, 6), True = token real
+with torch.no_grad():
+    por_kpm, _ = mha(x, x, x, key_padding_mask=to_key_padding_mask(pad_lote))  # (2, 6): True = pad
+    por_attn, _ = mha(x, x, x, attn_mask=to_mha_attn_mask(pad_lote, n_heads=2, q_len=6))  # (4, 6, 6)
+    esquecida, _ = mha(x, x, x, key_padding_mask=pad_lote[:, 0, 0])  # a NOSSA convenção, sem converter
+{
+    "key_padding_mask convertida vs attn_mask convertida": (por_kpm - por_attn).abs().max().item(),
+    "sem converter: posições com NaN": int(esquecida.isnan().any(-1).sum()),
+}
+
+# %% [markdown]
+# Sem converter, o `nn.MultiheadAttention` bloqueia os *tokens* **reais** e deixa só os `<pad>`; no
+# exemplo 1, que não tem `<pad>`, **toda** a linha fica bloqueada e a saída vira NaN. Repare também
+# que `attn_mask` desse módulo não difunde: ele quer $(T_q, T_k)$ ou $(B \cdot H, T_q, T_k)$, por isso
+# o conversor precisa de `n_heads` e `q_len`.
+
+# %% [markdown]
+# ## 5. $-\infty$ ou $-10^9$? Linhas totalmente mascaradas
+#
+# Até aqui toda consulta tinha pelo menos uma chave permitida. Nem sempre é assim:
+#
+# - ***padding* à esquerda** (comum na geração em lote) com máscara causal: a consulta na posição 0
+#   é um `<pad>` e só pode ver a si mesma — que é `<pad>`. Linha inteira bloqueada;
+# - mascarar também as **consultas** de *padding* ($M_{ij} = \text{real}_i \wedge \text{real}_j$, como na
+#   figura do texto-fonte): toda linha de `<pad>` fica inteira bloqueada;
+# - atenção cruzada com uma fonte vazia, janelas deslizantes, sequências empacotadas.
+#
+# O que o softmax faz com uma linha em que **tudo** foi bloqueado?
+#
+# $$\mathrm{softmax}(-\infty, -\infty, -\infty)
+# = \frac{e^{-\infty}}{\sum e^{-\infty}} = \frac{0}{0} = \mathrm{NaN},
+# \qquad
+# \mathrm{softmax}(-10^9, -10^9, -10^9) = \left(\tfrac13, \tfrac13, \tfrac13\right).$$
+#
+# Com $-10^9$ (preenchendo, não somando), todas as posições ficam iguais, e o softmax de valores
+# iguais é **uniforme**: a consulta atende igualmente a tudo o que era proibido.
+
+# %%
+linha = torch.tensor([2.0, -1.0, 0.5])
+nada = torch.tensor([False, False, False])  # nenhuma chave permitida
+{
+    "-inf": linha.masked_fill(~nada, float("-inf")).softmax(-1).tolist(),
+    "-1e9": linha.masked_fill(~nada, -1e9).softmax(-1).tolist(),
+    "masked_softmax": masked_softmax_ref(linha, nada).tolist(),
+}
+
+# %% [markdown]
+# Os três comportamentos no caso realista, *padding* à esquerda com máscara causal:
+
+# %%
+ids_esq = torch.tensor([[0, 0, 3, 8, 5, 2]])  # dois <pad> à esquerda
+mascara_esq = decoder_self_mask_ref(ids_esq)[0, 0]  # (6, 6); as linhas 0 e 1 ficam vazias
+s = torch.randn(6, 6, generator=gen)
+rot_esq = ["<pad>", "<pad>", "o", "gato", "dormiu", "."]
+plots.nan_heatmaps(
+    [
+        s.masked_fill(~mascara_esq, float("-inf")).softmax(-1),
+        s.masked_fill(~mascara_esq, -1e9).softmax(-1),
+        masked_softmax_ref(s, mascara_esq),
+    ],
+    ["-inf: NaN nas linhas vazias", "-1e9: linhas vazias uniformes", "masked_softmax: zeros"],
+    rot_esq,
+)
+
+# %% [markdown]
+# **O NaN se espalha.** Um NaN numa linha não fica lá: na camada seguinte, as outras posições
+# multiplicam os pesos pelos valores $V$, e $0 \times \mathrm{NaN} = \mathrm{NaN}$ — mesmo com peso
+# zero, a posição contaminada envenena todas as outras. Duas camadas de atenção bastam:
+
+# %%
+x0 = tabela[ids_esq]  # (1, 6, 8)
+mascara_4d = decoder_self_mask_ref(ids_esq)  # (1, 1, 6, 6)
+x1, _ = attention_ref(x0, x0, x0, mascara_4d[:, 0])
+x2, _ = attention_ref(x1, x1, x1, mascara_4d[:, 0])
+{
+    "posições com NaN após a camada 1": int(x1.isnan().any(-1).sum()),
+    "após a camada 2": int(x2.isnan().any(-1).sum()),
+    "uma perda que use qualquer posição": x2.sum().item(),
+}
+
+# %% [markdown]
+# Com $-10^9$ o NaN some, mas as linhas vazias viram a média dos valores proibidos — aqui, dos
+# `<pad>`. Nessas posições a saída costuma ser descartada (a perda ignora os `<pad>`), então o dano é
+# pequeno; mas é um valor sem sentido que circula pela rede, e nada avisa se um dia ele importar.
+# A saída honesta para "não há nada a ver" é **zero**. É o que o seu `masked_softmax` vai fazer.
+#
+# **E em float16?** Treinar em meia precisão (*mixed precision*) é comum em GPU. O maior número
+# finito do float16 é 65504, então $-10^9$ **não cabe**:
+
+# %%
+s16 = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float16)
+bloqueia_2 = torch.tensor([False, True, True])
+try:
+    s16.masked_fill(bloqueia_2, -1e9)
+except RuntimeError as erro:
+    print("masked_fill com -1e9 em float16:", erro)
+print("-1e9 convertido para float16:", torch.tensor(-1e9).half().item())
+minimo = torch.finfo(torch.float16).min
+soma = torch.tensor(-20.0).half() + minimo
+print("finfo(float16).min:", minimo, "| somado a um score de -20:", soma.item())
+
+# %% [markdown]
+# Três armadilhas numa célula: `masked_fill` com $-10^9$ recusa; converter $-10^9$ para float16 dá
+# $-\infty$ (e o NaN volta); e a receita "use `torch.finfo(dtype).min`" só é segura para
+# **preencher** — numa máscara **aditiva**, $\text{score} + \text{min}$ transborda para $-\infty$.
+# (O bfloat16 tem o alcance do float32, e $-10^9$ cabe nele.) A saída robusta, em qualquer dtype:
+# preencher com $-\infty$ e tratar explicitamente as linhas vazias.
+
+# %% [markdown]
+# ### Exercício 4 — `masked_softmax` (4 pontos)
+#
+# Escreva `masked_softmax(scores, mask)`:
+#
+# - softmax no último eixo (`dim=-1`), com `mask` booleana (True = pode atender) difundível para a
+#   forma de `scores`; com `mask=None`, é o softmax comum;
+# - posições bloqueadas recebem peso **exatamente** 0 (não $10^{-40}$);
+# - uma linha sem nenhuma posição permitida sai **só com zeros**: nem NaN, nem uniforme;
+# - funciona em float32 e float64, preserva a forma e o dispositivo, não modifica as entradas e
+#   deixa o gradiente passar (sem NaN);
+# - não use `F.scaled_dot_product_attention` (a correção verifica).
+#
+# Dica: `mask.any(dim=-1, keepdim=True)` diz quais linhas têm ao menos uma posição permitida.
+
+# %% nbgrader={"grade": false, "grade_id": "masked_softmax", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def masked_softmax(scores, mask):
+    """Softmax no último eixo; bloqueadas = 0; linhas todas bloqueadas = 0 (nunca NaN)."""
+    ### BEGIN SOLUTION
+    if mask is None:
+        return scores.softmax(dim=-1)
+    vazia = ~mask.any(dim=-1, keepdim=True)  # (..., Tq, 1): linha sem nenhuma chave permitida
+    scores = scores.masked_fill(~mask, float("-inf")).masked_fill(vazia, 0.0)
+    return scores.softmax(dim=-1).masked_fill(~mask, 0.0)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_masked_softmax", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+check_masked_softmax(masked_softmax)
+
+# %% nbgrader={"grade": true, "grade_id": "test_masked_softmax_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Testes ocultos: rodam na correção (float64, padding à esquerda, scores grandes, zeros exatos,
+# gradientes, atalhos proibidos).
+### BEGIN HIDDEN TESTS
+check_masked_softmax_hidden(masked_softmax)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Com ele, a atenção de duas camadas da seção 5 fica livre de NaN (usando a versão do pacote):
+
+# %%
+def atencao_segura(Q, K, V, mask):
+    """A atenção do capítulo 2, com o softmax mascarado no lugar do softmax comum."""
+    pesos = masked_softmax_ref(Q @ K.transpose(-2, -1) / Q.size(-1) ** 0.5, mask)  # (..., Tq, Tk)
+    return pesos @ V  # (..., Tq, Tk) @ (..., Tk, Dv) -> (..., Tq, Dv)
+
+
+y1 = atencao_segura(x0, x0, x0, mascara_4d[:, 0])
+y2 = atencao_segura(y1, y1, y1, mascara_4d[:, 0])
+int(y2.isnan().sum()), y2[0, :2].abs().max().item()
+
+# %% [markdown]
+# Nenhum NaN, e as duas posições de `<pad>` saem com zeros.
+
+# %% [markdown]
+# ## 6. Provando a causalidade
+#
+# "Pus a máscara causal" não é uma prova: ela pode estar transposta, invertida, esquecida numa das
+# camadas, ou a informação pode vazar por outro caminho (uma normalização sobre a sequência, um
+# `mean(dim=1)`...). Uma **propriedade** testável resolve:
+#
+# > Um modelo é causal se, para todo corte $t$, trocar as entradas nas posições $> t$ **não muda**
+# > as saídas nas posições $\le t$.
+#
+# Vamos testar num decodificador mínimo de duas camadas, com a máscara ligada e desligada.
+
+# %%
+class MiniDecodificador(nn.Module):
+    """Embeddings + posição aprendida + camadas de (autoatenção + FFN), com resíduos."""
+
+    def __init__(self, vocab_size=20, d_model=16, max_len=16, n_layers=2):
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, d_model)
+        self.pos = nn.Embedding(max_len, d_model)
+        self.qkv = nn.ModuleList(nn.Linear(d_model, 3 * d_model) for _ in range(n_layers))
+        self.ffn = nn.ModuleList(
+            nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
+            for _ in range(n_layers)
+        )
+
+    def forward(self, ids, causal=True):
+        T = ids.size(1)
+        x = self.emb(ids) + self.pos(torch.arange(T, device=ids.device))  # (B, T, D)
+        mask = causal_mask_ref(T, ids.device) if causal else None
+        for qkv, ffn in zip(self.qkv, self.ffn):
+            Q, K, V = qkv(x).chunk(3, dim=-1)  # (B, T, 3D) -> 3 × (B, T, D)
+            x = x + attention_ref(Q, K, V, mask)[0]
+            x = x + ffn(x)
+        return x
+
+
+torch.manual_seed(0)
+modelo = MiniDecodificador().to(device)
+frase = torch.randint(1, 20, (2, 8), generator=seeded_generator(5)).to(device)  # (B, T) = (2, 8)
+
+# %% [markdown]
+# Primeiro, a experiência à mão: trocamos as palavras das posições 5, 6 e 7 e medimos quanto as
+# saídas das posições 0 a 4 mudaram. `future_leak` (do pacote) faz exatamente isso.
+
+# %%
+{
+    "com máscara: max |Δ| no passado": future_leak(lambda ids: modelo(ids, causal=True), frase, 4,
+                                                   seeded_generator(6), vocab_size=20),
+    "sem máscara": round(future_leak(lambda ids: modelo(ids, causal=False), frase, 4,
+                                     seeded_generator(6), vocab_size=20), 4),
+}
+
+# %% [markdown]
+# Com a máscara, a diferença é **zero** — não pequena: zero. Sem ela, o passado muda.
+#
+# Para enxergar tudo de uma vez, `dependency_matrix` troca **uma** posição de entrada $s$ por vez e
+# marca quais saídas $t$ mudaram. Um modelo causal tem de dar um triângulo inferior:
+
+# %%
+dep_com = dependency_matrix(lambda ids: modelo(ids, causal=True), frase, seeded_generator(7), vocab_size=20)
+dep_sem = dependency_matrix(lambda ids: modelo(ids, causal=False), frase, seeded_generator(7), vocab_size=20)
+plots.mask_panels(
+    [dep_com, dep_sem],
+    ["com a máscara causal", "sem máscara"],
+    xlabel="entrada alterada (posição s)",
+    ylabel="saída (posição t)",
+    legend=("a saída t mudou", "a saída t não mudou"),
+    suptitle="Quem influencia quem: trocamos uma entrada por vez",
+)
+
+# %% [markdown]
+# **Um teste que você pode reutilizar.** `assert_causal(fn, x, ...)` percorre todos os cortes e
+# levanta `AssertionError` (com a posição do vazamento) se algum futuro influencia o passado. Use-o
+# no seu GPT do capítulo 7 — e em qualquer modelo autorregressivo que escrever daqui em diante.
+
+# %%
+assert_causal(lambda ids: modelo(ids, causal=True), frase, seeded_generator(8), vocab_size=20)
+print("com a máscara: causal ✔")
+try:
+    assert_causal(lambda ids: modelo(ids, causal=False), frase, seeded_generator(8), vocab_size=20)
+except AssertionError as erro:
+    print("sem a máscara:", erro)
+
+# %% [markdown]
+# ## 7. Explore: comprimento, *padding* e causalidade
+#
+# Mova os controles: o comprimento $T$, quantos `<pad>` a sequência tem, se a máscara causal está
+# ligada e de que lado fica o *padding*. À esquerda, a máscara combinada; no meio, os pesos com o
+# softmax comum e $-\infty$ (NaN em vermelhão); à direita, com `masked_softmax`.
+#
+# Perguntas para guiar: com *padding* à direita e máscara causal, alguma linha fica vazia? E à
+# esquerda? Sem a causal, quando uma linha fica vazia?
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from transformer_course.widgets import mask_widget
+
+mask_widget()
+
+# %% [markdown]
+# ## 8. Perguntas abertas (corrigidas à mão)
+#
+# **Pergunta 1 (2 pontos).** Um codificador que classifica frases (por exemplo, o sentimento de uma
+# avaliação) usa máscara de *padding*, mas **não** usa máscara causal. Explique por que cada uma das
+# duas decisões está certa. O que mudaria na previsão de uma frase se a máscara de *padding* fosse
+# esquecida?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "q_encoder_masks", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
+# ### BEGIN SOLUTION
+# **Resposta modelo.** Na classificação, a frase inteira está disponível de uma vez e a tarefa não é
+# prever o próximo *token*: não há "futuro" a esconder, e cada palavra se beneficia do contexto dos
+# dois lados ("não gostei" — o "não" precisa ver o que vem depois). Por isso não há máscara causal.
+# Já o *padding* não é conteúdo: existe só para fazer o lote retangular. Sem a máscara de *padding*,
+# as posições reais atendem aos `<pad>`, e a representação (e a classe prevista) de uma frase passa
+# a depender de quantos `<pad>` ela recebeu — ou seja, do tamanho da maior frase do lote, como
+# medido na seção 1. A mesma frase poderia ser classificada de um jeito sozinha e de outro num lote.
+#
+# **Rubrica (2 pontos).**
+# - 1 ponto: causal desnecessária porque a frase toda é dada e não há previsão do próximo *token*
+#   (contexto bidirecional ajuda). Meio ponto se só disser "encoder não precisa".
+# - 1 ponto: sem máscara de *padding*, a saída depende da quantidade de `<pad>` / da composição do
+#   lote. Meio ponto se disser só "atenderia a tokens inúteis" sem a consequência.
+# ### END SOLUTION
+
+# %% [markdown]
+# **Pergunta 2 (2 pontos).** Um colega treinou um modelo de linguagem (só decodificador) com
+# *teacher forcing* e **esqueceu a máscara causal**. A perda de treino caiu rapidamente a quase zero.
+# Na hora de gerar texto, *token* a *token*, o resultado é ruim. Explique as duas coisas. Como o teste
+# de propriedade da seção 6 teria pegado o erro antes do treino?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "q_missing_causal", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
+# ### BEGIN SOLUTION
+# **Resposta modelo.** Com *teacher forcing*, a entrada na posição $t+1$ é exatamente o alvo da
+# posição $t$. Sem a máscara, a posição $t$ atende à $t+1$ e aprende a **copiar** a resposta: a perda
+# vai a quase zero sem o modelo aprender a prever nada. Na geração, o futuro não existe — a
+# sequência termina em $t$ —, então o caminho que o modelo aprendeu a usar (olhar para $t+1$)
+# desapareceu: há um descompasso entre treino e inferência, e as previsões saem ruins. O teste de
+# propriedade troca os *tokens* das posições $> t$ e verifica que as saídas $\le t$ não mudam; no
+# modelo sem máscara elas mudam (como na seção 6), e `assert_causal` falha antes de gastar um
+# minuto de treino.
+#
+# **Rubrica (2 pontos).**
+# - 1 ponto: perda baixa explicada por vazamento/cópia do próximo *token* (a entrada $t+1$ é o alvo
+#   de $t$).
+# - 1 ponto: geração ruim explicada pela ausência do futuro na inferência (descompasso treino ×
+#   inferência) **e** como o teste de propriedade detecta o vazamento. Meio ponto se faltar uma das
+#   duas partes.
+# ### END SOLUTION
+
+# %% [markdown]
+# ## Resumo
+#
+# - Máscara causal: $(T, T)$, `True` em $j \le i$ — a diagonal inclusive. Máscara de *padding*:
+#   $(B, 1, 1, T)$, `True` nos *tokens* reais, bloqueia **colunas** (chaves). Decodificador: as duas
+#   com E, $(B, 1, T, T)$.
+# - Uma forma documentada por máscara; a difusão faz o resto. Um `unsqueeze` a mais cria, sem erro,
+#   um tensor de 5 eixos.
+# - O PyTorch tem três convenções: `F.scaled_dot_product_attention` (bool, `True` = pode),
+#   `nn.MultiheadAttention` (`True` = bloqueado; `key_padding_mask`, `True` = pad) e máscaras
+#   aditivas float. Converta explicitamente.
+# - Linha toda bloqueada: $-\infty$ dá NaN (que se espalha pelas camadas); $-10^9$ dá pesos uniformes
+#   sobre o proibido (e nem cabe em float16). O `masked_softmax` devolve zeros.
+# - Causalidade se prova com uma propriedade: trocar o futuro não muda o passado
+#   (`assert_causal`, `dependency_matrix`).
+#
+# ## Para ir além
+#
+# - A. Vaswani et al. (2017), *Attention Is All You Need*, NeurIPS — seção 3.2.3: a máscara do
+#   decodificador implementada "colocando $-\infty$" nas entradas do softmax.
+# - A. Radford et al. (2018), *Improving Language Understanding by Generative Pre-Training* — o
+#   *Transformer* só decodificador, com máscara causal, treinado para prever o próximo *token*.
+# - J. Devlin et al. (2019), *BERT: Pre-training of Deep Bidirectional Transformers for Language
+#   Understanding*, NAACL — um codificador bidirecional: só máscara de *padding*.
+# - P. Micikevicius et al. (2018), *Mixed Precision Training*, ICLR — o alcance do float16 e por
+#   que ele exige cuidado.
+# - Documentação do PyTorch: `torch.nn.functional.scaled_dot_product_attention` e
+#   `torch.nn.MultiheadAttention` (os argumentos `attn_mask`, `key_padding_mask` e `is_causal`).
+#
+# Próximo capítulo: o laço de treino, com o aquecimento (*warm-up*) da taxa de aprendizado.
