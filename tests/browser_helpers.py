@@ -1,0 +1,326 @@
+"""Ferramentas do teste de navegador: um JupyterLab isolado e as ações de um aluno na interface.
+
+O servidor é o ``jupyter lab`` do ambiente do curso (com a configuração que ``make lab`` instala:
+interface em pt-BR e só as ferramentas do nbgrader de aluno), mas com pastas de usuário
+temporárias, para que nada do ``~/.jupyter`` de quem roda os testes interfira.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SOLUTIONS_DIR = "_solucoes"  # onde as soluções ficam dentro da pasta de trabalho temporária
+
+
+def discover_chapters() -> list[str]:
+    """Capítulos com versão do aluno ou solução: ``release/NN_*/NN_*.ipynb`` e ``solutions/NN_*/...``."""
+    found = set()
+    for part in ("release", "solutions"):
+        for folder in (ROOT / part).glob("[0-9][0-9]_*"):
+            if (folder / f"{folder.name}.ipynb").exists():
+                found.add(folder.name)
+    return sorted(found)
+
+
+def _script(name: str):
+    """Importa um módulo de ``scripts/`` (o mesmo código que ``make lab`` roda)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+
+
+def make_test_workspace(target: Path) -> Path:
+    """Pasta de trabalho como a do aluno (``scripts/make_workspace.py``), mais as soluções ao lado."""
+    _script("make_workspace").make_workspace(target)
+    for folder in sorted((ROOT / "solutions").glob("[0-9][0-9]_*")):
+        shutil.copytree(
+            folder,
+            target / SOLUTIONS_DIR / folder.name,
+            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"),
+        )
+    return target
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# Preferência só do teste (pasta de usuário temporária): todas as células ficam no DOM.
+TEST_USER_SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+}
+
+
+class LabServer:
+    """Um ``jupyter lab`` em 127.0.0.1, porta livre, token aleatório, pastas de usuário temporárias."""
+
+    def __init__(self, root_dir: Path, scratch: Path, log_path: Path):
+        self.root_dir = root_dir
+        self.port = free_port()
+        self.token = secrets.token_hex(24)
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self.scratch = scratch
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 120) -> LabServer:
+        # As preferências do aluno como ``scripts/configure_lab.py`` as semeia (idioma pt_BR), numa
+        # cópia temporária; o resto da configuração é a do ambiente (``<venv>/etc/jupyter``).
+        settings = self.scratch / "user-settings"
+        _script("configure_lab").seed_user_settings(settings)
+        for name, value in TEST_USER_SETTINGS.items():
+            path = settings / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(value))
+        env = {
+            **os.environ,
+            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "JUPYTER_CONFIG_DIR": str(self.scratch / "config"),
+            "JUPYTER_DATA_DIR": str(self.scratch / "data"),
+            "JUPYTER_RUNTIME_DIR": str(self.scratch / "runtime"),
+            "IPYTHONDIR": str(self.scratch / "ipython"),
+        }
+        env.pop("JUPYTERLAB_SETTINGS_DIR", None)
+        env.pop("JUPYTERLAB_WORKSPACES_DIR", None)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("w")
+        self.process = subprocess.Popen(
+            [
+                str(BIN / "jupyter"),
+                "lab",
+                "--no-browser",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={self.port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={self.token}",
+                f"--ServerApp.root_dir={self.root_dir}",
+                f"--LabApp.user_settings_dir={settings}",
+                f"--LabApp.workspaces_dir={self.scratch / 'workspaces'}",
+                *(["--allow-root"] if os.geteuid() == 0 else []),
+            ],
+            cwd=self.root_dir,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"o JupyterLab terminou ao iniciar; veja {self.log_path}:\n{self.log_tail()}"
+                )
+            try:
+                self.api("GET", "/api/status")
+                return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.5)
+        raise RuntimeError(f"o JupyterLab não respondeu em {timeout:.0f} s; veja {self.log_path}")
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def api(self, method: str, path: str, timeout: float = 10):
+        request = urllib.request.Request(
+            self.base + path, method=method, headers={"Authorization": f"token {self.token}"}
+        )
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def url(self, path: str = "") -> str:
+        return f"{self.base}/lab/tree/{path}?reset&token={self.token}"
+
+    def notebook_json(self, path: str) -> dict:
+        return self.api("GET", f"/api/contents/{path}?content=1")["content"]
+
+    def kernels_busy(self) -> bool:
+        return any(k["execution_state"] != "idle" for k in self.api("GET", "/api/kernels"))
+
+    def shutdown_kernels(self) -> None:
+        """Encerra todas as sessões (e kernels): cada capítulo começa com a máquina livre."""
+        try:
+            for session in self.api("GET", "/api/sessions"):
+                self.api("DELETE", f"/api/sessions/{session['id']}", timeout=30)
+            for kernel in self.api("GET", "/api/kernels"):
+                self.api("DELETE", f"/api/kernels/{kernel['id']}", timeout=30)
+        except (urllib.error.URLError, OSError):
+            pass
+
+    def stop(self) -> None:
+        """Desliga o servidor e seus kernels (SIGTERM ao grupo, depois SIGKILL)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.shutdown_kernels()
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait(timeout=10)
+        finally:
+            self._log.close()
+
+
+# ---------------------------------------------------------------------- ações na interface
+
+
+def error_outputs(nb: dict) -> list[tuple[int, dict]]:
+    return [
+        (i, out)
+        for i, cell in enumerate(nb["cells"])
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "error"
+    ]
+
+
+def wait_for_notebook(page, timeout_ms: int = 60_000) -> None:
+    """Espera o notebook abrir com o kernel conectado (e fecha um diálogo de kernel, se houver)."""
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=timeout_ms)
+    deadline = time.monotonic() + timeout_ms / 1000
+    while time.monotonic() < deadline:
+        dialog = page.locator(".jp-Dialog")
+        if dialog.count():
+            dialog.locator(".jp-mod-accept").first.click()
+        status = page.evaluate(
+            "() => { const n = document.querySelector('.jp-Notebook-ExecutionIndicator');"
+            " return n ? n.getAttribute('data-status') : null; }"
+        )
+        if status == "idle":
+            return
+        page.wait_for_timeout(300)
+
+
+def click_menu(page, menu: str, item) -> None:
+    """Abre um menu da barra principal pelo nome e clica num item (texto exato ou regex)."""
+    page.locator(".lm-MenuBar-itemLabel", has_text=menu).first.click()
+    entry = page.locator(".lm-Menu-itemLabel").filter(has_text=item).first
+    entry.wait_for(state="visible", timeout=5000)
+    entry.click()
+
+
+def run_all_and_wait(page, server: LabServer, timeout_s: float = 240) -> float:
+    """Executar > Executar todas as células; espera o kernel ficar ocioso. Devolve os segundos."""
+    start = time.monotonic()
+    page.locator(".jp-NotebookPanel .jp-Notebook").first.click(position={"x": 5, "y": 5})
+    click_menu(page, "Executar", re.compile(r"^Executar (todos|todas as células)$"))
+    try:
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.jp-InputArea-prompt')]"
+            ".some(p => p.textContent.includes('[*]'))",
+            timeout=10_000,
+        )
+    except Exception:  # noqa: BLE001 - células rápidas podem terminar antes da primeira olhada
+        pass
+    deadline = start + timeout_s
+    quiet = 0
+    while time.monotonic() < deadline:
+        running = page.evaluate(
+            "() => [...document.querySelectorAll('.jp-InputArea-prompt')]"
+            ".some(p => p.textContent.includes('[*]'))"
+        )
+        quiet = quiet + 1 if not running and not server.kernels_busy() else 0
+        if quiet >= 3:
+            return time.monotonic() - start
+        page.wait_for_timeout(500)
+    raise AssertionError(f"o notebook não terminou de executar em {timeout_s:.0f} s")
+
+
+def save_notebook(page, timeout_ms: int = 30_000) -> None:
+    """Arquivo > Salvar; espera a aba perder a marca de modificado."""
+    page.keyboard.press("Control+s")
+    page.wait_for_function(
+        "() => !document.querySelector('.jp-mod-current.jp-mod-dirty')", timeout=timeout_ms
+    )
+    page.wait_for_timeout(500)
+
+
+FIND_WIDGET_JS = """
+() => {
+  // A saída de um interactive_output (classe widget-output) que já mostra uma imagem;
+  // os controles são os do mesmo bloco de saída da célula.
+  for (const out of document.querySelectorAll('.jp-OutputArea-output .widget-output')) {
+    if (!out.querySelector('img')) continue;
+    const area = out.closest('.jp-OutputArea-output');
+    area.setAttribute('data-curso-widget', '1');
+    return true;
+  }
+  return false;
+}
+"""
+
+
+def widget_image_src(area) -> str:
+    images = area.locator(".widget-output img")
+    return images.first.get_attribute("src") or "" if images.count() else ""
+
+
+def change_widget(page, area) -> str:
+    """Muda o primeiro controle do widget como uma pessoa: teclado no deslizador (seta para a
+    direita), ou a próxima opção da lista. Devolve a descrição do que foi feito."""
+    sliders = area.locator(".widget-slider .noUi-handle")
+    if sliders.count():
+        handle = sliders.first
+        handle.scroll_into_view_if_needed()
+        handle.click()
+        handle.focus()
+        page.keyboard.press("ArrowRight")
+        label = area.locator(".widget-slider .widget-label").first.text_content() or "deslizador"
+        return f"deslizador {label.strip()!r}: seta para a direita"
+    selects = area.locator(".widget-dropdown select")
+    if selects.count():
+        select = selects.first
+        options = select.locator("option").all_text_contents()
+        current = select.input_value()
+        values = select.locator("option").evaluate_all("os => os.map(o => o.value)")
+        target = values[(values.index(current) + 1) % len(values)]
+        select.select_option(target)
+        return f"lista: {options[values.index(target)]!r}"
+    buttons = area.locator(".widget-toggle-buttons button:not(.mod-active)")
+    if buttons.count():
+        text = buttons.first.text_content()
+        buttons.first.click()
+        return f"botão {text!r}"
+    raise AssertionError("o widget não tem deslizador, lista nem botões de alternância")
+
+
+def drag_slider(page, area) -> str:
+    """Plano B: clica no trilho do primeiro deslizador, a 80% do comprimento."""
+    track = area.locator(".widget-slider .noUi-target").first
+    box = track.bounding_box()
+    page.mouse.click(box["x"] + 0.8 * box["width"], box["y"] + box["height"] / 2)
+    return "deslizador: clique no trilho"

@@ -1,0 +1,217 @@
+"""O JupyterLab do aluno num navegador de verdade (Chromium do Debian, dirigido pelo Playwright).
+
+Um único servidor para todos os capítulos, numa cópia temporária da pasta de trabalho (versões do
+aluno, como ``make lab`` copia, e as soluções em ``_solucoes/``). Para cada capítulo
+(descoberto em ``release/NN_*`` e ``solutions/NN_*``):
+
+- solução: Executar > Executar todas as células, kernel ocioso, nenhuma célula com erro; o widget
+  do capítulo responde a um controle mexido pelo teclado/mouse (a figura muda);
+- versão do aluno: os esboços dizem "não implementado", sem parede de tracebacks;
+
+e a interface está em português, com o botão de validação do nbgrader e sem os painéis do professor.
+Capturas de tela em ``artifacts/screenshots/`` (fora do git).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from browser_helpers import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    FIND_WIDGET_JS,
+    ROOT,
+    SOLUTIONS_DIR,
+    LabServer,
+    change_widget,
+    discover_chapters,
+    drag_slider,
+    error_outputs,
+    make_test_workspace,
+    run_all_and_wait,
+    save_notebook,
+    wait_for_notebook,
+    widget_image_src,
+)
+
+pytestmark = pytest.mark.slow
+
+if not CHROMIUM.exists():
+    pytest.skip(
+        "testes de navegador pulados: o Chromium não está instalado em /usr/bin/chromium. "
+        "Instale com `sudo apt-get install chromium` (Debian/Ubuntu) e rode de novo.",
+        allow_module_level=True,
+    )
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="testes de navegador pulados: falta o pacote playwright (make venv)"
+)
+
+CHAPTERS = discover_chapters()
+SHOTS = ROOT / "artifacts" / "screenshots"
+VIEWPORT = {"width": 1440, "height": 1000}
+MENUS_PT = ["Arquivo", "Editar", "Visualizar", "Executar", "Kernel", "Configurações", "Ajuda"]
+MAX_ERROR_LINES = 40  # linhas visíveis de um "não implementado", com o cabeçalho do traceback
+TIMINGS: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """O servidor do módulo inteiro; sempre desligado, mesmo quando um teste falha."""
+    scratch = tmp_path_factory.mktemp("jupyterlab")
+    workspace = make_test_workspace(scratch / "aluno")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    server = LabServer(workspace, scratch, SHOTS / "jupyterlab.log")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser, lab):
+    # O navegador fica em inglês de propósito: o português tem de vir da configuração do curso.
+    context = browser.new_context(viewport=VIEWPORT, locale="en-US")
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    try:
+        yield page
+    finally:
+        context.close()
+        lab.shutdown_kernels()
+
+
+def open_notebook(page, lab, path: str) -> None:
+    page.goto(lab.url(path))
+    wait_for_notebook(page)
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def test_interface_em_portugues(page, lab):
+    chapter = CHAPTERS[0]
+    open_notebook(page, lab, f"{chapter}/{chapter}.ipynb")
+    labels = [t.strip() for t in page.locator(".lm-MenuBar-itemLabel").all_text_contents()]
+    missing = [m for m in MENUS_PT if m not in labels]
+    assert not missing, f"menus que não estão em português: faltam {missing}; a barra mostra {labels}"
+    assert "Nbgrader" not in labels, "o menu do nbgrader (ferramentas do professor) não devia aparecer"
+    # Ferramenta do aluno: o botão de validação do nbgrader na barra do notebook.
+    assert page.locator(".jp-NotebookPanel-toolbar .validate-button").count() == 1, (
+        "falta o botão de validação do nbgrader na barra do notebook"
+    )
+    # Nada do professor: nem o painel "Create Assignment" nem os comandos do formgrader.
+    assert page.locator("#nbgrader-create_assignemnt").count() == 0
+    page.keyboard.press("Control+Shift+c")
+    palette = page.locator(".lm-CommandPalette-input")
+    palette.wait_for(state="visible")
+    palette.fill("nbgrader")
+    page.wait_for_timeout(500)
+    commands = page.locator(".lm-CommandPalette-itemLabel").all_text_contents()
+    instructor = [
+        c
+        for c in commands
+        if c in {"Formgrader", "Create assignment", "Course List", "Assignment List", "Local Formgrader"}
+    ]
+    assert not instructor, f"comandos do professor na paleta: {instructor}"
+    page.keyboard.press("Escape")
+    page.locator(".lm-MenuBar-itemLabel", has_text="Arquivo").first.click()
+    page.locator(".lm-Menu").first.wait_for(state="visible")
+    shot(page, "00_menu_arquivo")
+    page.keyboard.press("Escape")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_solucao_executa_e_widget_responde(page, lab, chapter):
+    if not (ROOT / "solutions" / chapter / f"{chapter}.ipynb").exists():
+        pytest.skip(f"{chapter}: ainda sem solutions/")
+    path = f"{SOLUTIONS_DIR}/{chapter}/{chapter}.ipynb"
+    open_notebook(page, lab, path)
+    TIMINGS[f"{chapter} solução"] = run_all_and_wait(page, lab, timeout_s=300)
+    save_notebook(page)
+    nb = lab.notebook_json(path)
+    errors = error_outputs(nb)
+    assert not errors, "\n".join(
+        f"célula {i} de {chapter}: {out['ename']}: {out['evalue'][:300]}" for i, out in errors
+    )
+    not_run = [
+        i
+        for i, c in enumerate(nb["cells"])
+        if c["cell_type"] == "code" and c["source"].strip() and c.get("execution_count") is None
+    ]
+    assert not not_run, f"{chapter}: células que não rodaram: {not_run}"
+    assert page.get_by_text("Error displaying widget").count() == 0, f"{chapter}: o widget não carregou"
+
+    assert page.evaluate(FIND_WIDGET_JS), (
+        f"{chapter}: nenhum widget com figura (interactive_output com imagem) na página"
+    )
+    area = page.locator("[data-curso-widget]").first
+    area.scroll_into_view_if_needed()
+    before = widget_image_src(area)
+    assert before, f"{chapter}: o widget não mostra figura"
+    actions = [change_widget(page, area)]
+    changed = wait_for_new_image(page, area, before)
+    if not changed and area.locator(".widget-slider").count():
+        actions.append(drag_slider(page, area))
+        changed = wait_for_new_image(page, area, before)
+    area.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    shot(page, f"{chapter}_solucao_widget")
+    assert changed, f"{chapter}: a figura do widget não mudou depois de: {'; '.join(actions)}"
+
+
+def wait_for_new_image(page, area, before: str, timeout_s: float = 30) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        now = widget_image_src(area)
+        if now and now != before:
+            return True
+        page.wait_for_timeout(250)
+    return False
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_versao_do_aluno_diz_nao_implementado(page, lab, chapter):
+    if not (ROOT / "release" / chapter / f"{chapter}.ipynb").exists():
+        pytest.skip(f"{chapter}: ainda sem release/")
+    path = f"{chapter}/{chapter}.ipynb"
+    open_notebook(page, lab, path)
+    TIMINGS[f"{chapter} aluno"] = run_all_and_wait(page, lab, timeout_s=300)
+    save_notebook(page)
+    errors = error_outputs(lab.notebook_json(path))
+    assert errors, f"{chapter}: a versão do aluno rodou sem nenhum 'não implementado'"
+    for i, out in errors:
+        assert "não implementado" in out["evalue"], (
+            f"célula {i} de {chapter}: {out['ename']}: {out['evalue'][:300]}"
+        )
+        assert len(out["traceback"]) <= 12, f"célula {i} de {chapter}: parede de traceback"
+    # O que o aluno vê: a mensagem em português na saída da célula.
+    message = page.locator(".jp-OutputArea-output", has_text="não implementado").first
+    message.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    shot(page, f"{chapter}_versao_aluno")
+    assert message.is_visible()
+    shown = (message.inner_text() or "").splitlines()
+    assert len(shown) <= MAX_ERROR_LINES, (
+        f"{chapter}: o erro do esboço ocupa {len(shown)} linhas na tela (parede de traceback)"
+    )
+
+
+def test_zz_tempos():
+    """Registra os tempos de execução vistos no navegador (informativo)."""
+    lines = [f"{k}: {v:.1f} s" for k, v in sorted(TIMINGS.items())]
+    if lines:
+        (SHOTS / "tempos.txt").write_text("\n".join(lines) + f"\ncarga: {os.getloadavg()}\n")
