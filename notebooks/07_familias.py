@@ -137,10 +137,11 @@ with torch.no_grad():
 # alvo verdadeiro deslocado e prevê o próximo caractere).
 
 # %%
+# NBVAL_IGNORE_OUTPUT
 vocab_datas = DateVocab()
 torch.manual_seed(0)
-tradutor = DateSeq2Seq(vocab_datas.size).to(device)
-hist_datas = train_dates(tradutor, vocab_datas, steps=20 if RAPIDO else 300, max_seconds=12.0)
+tradutor = DateSeq2Seq(vocab_datas.size, d_model=48, n_heads=4, n_layers=1, d_ff=96).to(device)
+hist_datas = train_dates(tradutor, vocab_datas, steps=20 if RAPIDO else 200, lr=5e-3, max_seconds=12.0)
 print(f"{len(hist_datas['loss'])} passos em {hist_datas['seconds'][0]:.1f} s; "
       f"perda final {hist_datas['loss'][-1]:.3f}")
 
@@ -152,8 +153,8 @@ for data, escrita in zip(datas, translate_dates(tradutor, vocab_datas, datas)):
 print(f"datas novas escritas sem nenhum erro: {sequence_accuracy(tradutor, vocab_datas):.0%}")
 
 # %% [markdown]
-# Onde o decodificador olha? A atenção cruzada da última camada, média das cabeças, mostra, para
-# cada caractere gerado (linhas), quais caracteres da data de entrada (colunas) ele consultou.
+# Onde o decodificador olha? A atenção cruzada (média das cabeças) mostra, para cada caractere
+# gerado (colunas), quais caracteres da data de entrada (linhas) ele consultou.
 
 # %%
 fonte = "30/11/2026"
@@ -162,9 +163,8 @@ src = torch.tensor([vocab_datas.encode(fonte, len(fonte) + 1)], device=device)
 tgt = torch.tensor([vocab_datas.encode(saida, len(saida) + 1, bos=True)[:-1]], device=device)
 with torch.no_grad():
     _, cruzada = tradutor(src, tgt, return_cross=True)
-mapa = cruzada[-1][0].mean(0)[:, : len(fonte)]  # (H, T, S) -> (T, S)
-plots.attention_heatmap(mapa, list(saida), list(fonte), "Atenção cruzada: saída (linhas) × data (colunas)",
-                        annotate=False)
+mapa = cruzada[-1][0].mean(0)[:, : len(fonte)]  # (H, T, S) -> (T, S), sem o fim da fonte
+plots.cross_attention_figure(mapa, list(saida) + ["fim"], fonte, f"Atenção cruzada ao escrever “{saida}”")
 
 # %% [markdown]
 # Com pouco treino o mapa é ruidoso, mas costuma mostrar o essencial: os caracteres do ano
@@ -446,7 +446,10 @@ plots.attention_cost_figure(custo, inclinacoes)
 # %% [markdown]
 # **Leitura da figura.** As inclinações são ajustadas nos três maiores comprimentos (nos pequenos,
 # o tempo fixo de chamar as funções pesa mais que a conta). Elas ficam perto de 2, como os FLOPs
-# contados à direita: o tempo cresce com o quadrado do comprimento. Para $n = 4096$, a matriz de
+# contados à direita: o tempo cresce com o quadrado do comprimento. O valor exato varia com a máquina:
+# a ingênua costuma passar um pouco de 2 quando a matriz $n \times n$ deixa de caber no *cache* do
+# processador (cada dobra de $n$ então custa mais que 4×), e numa CPU ocupada por outros programas as
+# medidas oscilam — rode a célula de novo e compare. Para $n = 4096$, a matriz de
 # scores de **uma** cabeça já ocupa 64 MiB; um modelo com 32 cabeças e 32 camadas multiplica isso.
 #
 # **FlashAttention** (Dao et al., 2022) calcula **exatamente** o mesmo resultado sem nunca guardar a

@@ -73,7 +73,7 @@ class DateVocab:
         return "".join(out)
 
 
-SRC_LEN, TGT_LEN = 11, 40
+SRC_LEN, TGT_LEN = 11, 37  # "vinte e quatro de fevereiro de 2026" tem 35 caracteres, + início e fim
 
 
 def make_date_batch(vocab: DateVocab, batch_size: int, generator: torch.Generator):

@@ -11,10 +11,11 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, NullLocator
 
-from .common import PALETTE, to_numpy
+from .common import PALETTE, SEQUENTIAL, to_numpy
 
 __all__ = [
     "attention_cost_figure",
+    "cross_attention_figure",
     "family_masks_figure",
     "kaplan_figure",
     "next_char_figure",
@@ -47,6 +48,21 @@ def family_masks_figure(n_tokens: int = 6, n_source: int = 5) -> Figure:
     return fig
 
 
+def cross_attention_figure(weights: torch.Tensor, output_chars: Sequence[str], source_chars: Sequence[str],
+                           title: str) -> Figure:
+    """Atenção cruzada (T, S) desenhada deitada: colunas = saída gerada, linhas = fonte."""
+    fig = Figure(figsize=(max(6.0, 0.28 * len(output_chars) + 2), 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    image = ax.imshow(to_numpy(weights).T, cmap=SEQUENTIAL, vmin=0, aspect="auto")
+    ax.set_xticks(range(len(output_chars)), [c if c.strip() else "␣" for c in output_chars])
+    ax.set_yticks(range(len(source_chars)), list(source_chars))
+    ax.set_xlabel("caractere gerado pelo decodificador (consulta)")
+    ax.set_ylabel("data de entrada (chave)")
+    ax.set_title(title)
+    fig.colorbar(image, ax=ax, label="peso (média das cabeças)")
+    return fig
+
+
 def training_curves_figure(
     history: dict, unigram: float, vocab_size: int, title: str = "Treino do GPT de caracteres"
 ) -> Figure:
@@ -65,6 +81,11 @@ def training_curves_figure(
     return fig
 
 
+def _br(x: float) -> str:
+    """2.54 -> '2,54' (vírgula decimal)."""
+    return f"{x:.2f}".replace(".", ",")
+
+
 def _integer_ticks(ax, values) -> None:
     ax.set_xticks(list(values), [str(int(v)) for v in values])
     ax.xaxis.set_minor_formatter(NullFormatter())
@@ -77,9 +98,9 @@ def attention_cost_figure(result: dict, slopes: dict[str, float]) -> Figure:
     fig = Figure(figsize=(12, 4), layout="constrained")
     ax_time, ax_count = fig.subplots(1, 2)
     ax_time.loglog(n, result["naive_s"], "o-", color=PALETTE[3],
-                   label=f"ingênua (matriz n×n): inclinação {slopes['naive_s']:.2f}")
+                   label=f"ingênua (matriz n×n): inclinação {_br(slopes['naive_s'])}")
     ax_time.loglog(n, result["sdpa_s"], "s-", color=PALETTE[0],
-                   label=f"F.scaled_dot_product_attention: inclinação {slopes['sdpa_s']:.2f}")
+                   label=f"F.scaled_dot_product_attention: inclinação {_br(slopes['sdpa_s'])}")
     ref = result["naive_s"][-1] * (n / n[-1]) ** 2
     ax_time.loglog(n, ref, ":", color="gray", label="referência ∝ n²")
     ax_time.set_xscale("log", base=2)

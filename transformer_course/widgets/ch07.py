@@ -38,7 +38,20 @@ class GenerationExplorer:
 
     def update(self, temperature: float = 0.8, top_k: int = 0, prompt: str = "A atenção ",
                seed: int = 0) -> Figure:
-        """Regera o texto com a temperatura e o top-k dados (top_k = 0: sem corte)."""
+        """Regera o texto com a temperatura e o top-k dados (top_k = 0: sem corte).
+
+        Na CPU, roda com uma thread: com um modelo deste tamanho, várias threads disputando
+        núcleos ocupados deixam cada passo dezenas de vezes mais lento.
+        """
+        threads = torch.get_num_threads()
+        if self.device.type == "cpu":
+            torch.set_num_threads(1)
+        try:
+            return self._update(temperature, top_k, prompt, seed)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _update(self, temperature: float, top_k: int, prompt: str, seed: int) -> Figure:
         prompt = prompt or " "
         ids = self.tokenizer.encode(prompt)[-self.model.max_len:][None].to(self.device)  # (1, T0)
         k = None if top_k <= 0 else int(top_k)
