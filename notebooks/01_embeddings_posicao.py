@@ -20,7 +20,7 @@
 #    as palavras só embaralha a saída;
 # 2. transformar *tokens* em vetores com uma tabela de *embeddings* e explicar o fator $\sqrt{d_\text{model}}$
 #    e o `padding_idx`;
-# 3. construir a codificação posicional senoidal, dizer quais dimensões oscilam depressa e quais
+# 3. construir a codificação posicional (*positional encoding*) senoidal, dizer quais dimensões oscilam depressa e quais
 #    devagar, e provar que $PE(p+k)$ é uma rotação de $PE(p)$;
 # 4. implementar posições aprendidas, RoPE (rotação de pares) e ALiBi (viés linear nos scores), e
 #    comparar os quatro esquemas — inclusive no que a evidência diz sobre textos mais longos que os
@@ -74,14 +74,14 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device}")
 #
 # Compare "o cachorro mordeu o homem" com "o homem mordeu o cachorro": as mesmas cinco palavras,
 # significados opostos. Uma rede recorrente percebe a diferença porque lê uma palavra depois da outra.
-# A autoatenção (capítulo 2) olha para todas ao mesmo tempo: os scores $q_i \cdot k_j$ dependem só do
+# A autoatenção (*self-attention*, capítulo 2) olha para todas ao mesmo tempo: os scores $q_i \cdot k_j$ dependem só do
 # **conteúdo** dos vetores, não de onde eles estão.
 #
 # Em símbolos: se $P$ é uma matriz de permutação (reordena as linhas de $X$), então
 #
 # $$\text{AutoAtenção}(PX) = P\,\text{AutoAtenção}(X).$$
 #
-# Isso se chama **equivariância a permutações**: reordenar a entrada reordena a saída da mesma forma,
+# Isso se chama **equivariância a permutações** (*permutation equivariance*): reordenar a entrada reordena a saída da mesma forma,
 # e nenhum vetor muda. Vamos verificar com uma tabela de vetores sorteados e projeções sorteadas.
 
 # %%
@@ -360,7 +360,7 @@ plots.similarity_figure(
 # - no `__init__`, calcule a tabela **uma vez** e registre-a como *buffer* chamado `pe`, com
 #   `self.register_buffer("pe", tabela)`. Um buffer não é treinado, mas vai junto com `.to(device)`,
 #   `.double()` e o `state_dict`;
-# - `forward(x)` recebe $(B, T, D)$ e devolve `dropout(x + PE[:T])`, com o dropout aplicado **uma vez**,
+# - `forward(x)` recebe $(B, T, D)$ e devolve `dropout(x + PE[:T])`, com o *dropout* aplicado **uma vez**,
 #   depois da soma (num modelo completo, não aplique outro dropout em seguida: seria dropout duas vezes);
 # - se $T$ for maior que `max_len`, levante `ValueError` com uma mensagem clara;
 # - não modifique `x` no lugar (nada de `x += ...`).
@@ -408,7 +408,8 @@ entrada(torch.stack([ids_a, ids_b])).shape  # (2, 5) -> (2, 5, 16)
 # %% [markdown]
 # ## 4. Posições aprendidas
 #
-# A alternativa mais direta: uma segunda tabela de embeddings, agora indexada pela **posição**, com
+# A alternativa mais direta, as posições aprendidas (*learned positional embeddings*): uma segunda
+# tabela de embeddings, agora indexada pela **posição**, com
 # `max_len` linhas treinadas junto com o resto do modelo. É o que fazem o BERT (512 posições) e o
 # GPT-2 (1024 posições × 768 dimensões = 786 432 parâmetros só para isso). Vaswani et al. testaram as
 # duas opções e obtiveram resultados quase idênticos na tradução; escolheram a senoidal pela hipótese
@@ -621,7 +622,8 @@ diferentes, iguais
 # %% [markdown]
 # ## 6. ALiBi: um viés linear nos scores
 #
-# **Intuição.** Press, Smith e Lewis (2021) propõem não codificar posição nenhuma nos vetores. Em vez
+# **Intuição.** Press, Smith e Lewis (2021) propõem o ALiBi (*Attention with Linear Biases*): não
+# codificar posição nenhuma nos vetores. Em vez
 # disso, cada cabeça $h$ soma ao score de atenção uma penalidade proporcional à distância:
 #
 # $$\text{scores}_{h}[i, j] = \frac{q_i \cdot k_j}{\sqrt{d_k}} - m_h\,|i - j| .$$
