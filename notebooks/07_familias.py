@@ -52,7 +52,6 @@ from transformer_course.checks import (
     check_kaplan_loss,
     check_kaplan_loss_hidden,
 )
-from transformer_course.costs import attention_cost as attention_cost_ref
 from transformer_course.costs import count_parameters, loglog_slope, time_attention
 from transformer_course.costs import kaplan_loss as kaplan_loss_ref
 from transformer_course.device import get_device, seeded_generator
@@ -96,8 +95,8 @@ plots.family_masks_figure()
 # %% [markdown]
 # **Leitura da figura.** A mesma matriz de atenção dos capítulos 2 a 5, só que desenhada como
 # máscara: no codificador, tudo azul; no decodificador, o triângulo de baixo (a máscara causal do
-# capítulo 5); na atenção cruzada, cada posição da saída vê **todas** as posições da fonte — a fonte já
-# existe inteira, não há futuro para esconder.
+# capítulo 5); na atenção cruzada, cada posição da saída vê **todas** as posições da fonte — a
+# fonte já existe inteira, não há futuro para esconder.
 #
 # ### 1.1 Só codificador: um classificador
 #
@@ -141,7 +140,7 @@ with torch.no_grad():
 vocab_datas = DateVocab()
 torch.manual_seed(0)
 tradutor = DateSeq2Seq(vocab_datas.size, d_model=48, n_heads=4, n_layers=1, d_ff=96).to(device)
-hist_datas = train_dates(tradutor, vocab_datas, steps=20 if RAPIDO else 200, lr=5e-3, max_seconds=12.0)
+hist_datas = train_dates(tradutor, vocab_datas, steps=10 if RAPIDO else 200, lr=5e-3, max_seconds=12.0)
 print(f"{len(hist_datas['loss'])} passos em {hist_datas['seconds'][0]:.1f} s; "
       f"perda final {hist_datas['loss'][-1]:.3f}")
 
@@ -150,7 +149,8 @@ print(f"{len(hist_datas['loss'])} passos em {hist_datas['seconds'][0]:.1f} s; "
 datas = ["30/11/2026", "01/05/1999", "17/08/2043", "22/02/1970"]
 for data, escrita in zip(datas, translate_dates(tradutor, vocab_datas, datas)):
     print(f"{data} -> {escrita}")
-print(f"datas novas escritas sem nenhum erro: {sequence_accuracy(tradutor, vocab_datas):.0%}")
+acertos = sequence_accuracy(tradutor, vocab_datas, n=40 if RAPIDO else 200)
+print(f"datas novas escritas sem nenhum erro: {acertos:.0%}")
 
 # %% [markdown]
 # Onde o decodificador olha? A atenção cruzada (média das cabeças) mostra, para cada caractere
@@ -164,7 +164,8 @@ tgt = torch.tensor([vocab_datas.encode(saida, len(saida) + 1, bos=True)[:-1]], d
 with torch.no_grad():
     _, cruzada = tradutor(src, tgt, return_cross=True)
 mapa = cruzada[-1][0].mean(0)[:, : len(fonte)]  # (H, T, S) -> (T, S), sem o fim da fonte
-plots.cross_attention_figure(mapa, list(saida) + ["fim"], fonte, f"Atenção cruzada ao escrever “{saida}”")
+titulo = f"Atenção cruzada ao escrever “{saida}”"
+plots.cross_attention_figure(mapa, list(saida) + ["fim"], fonte, titulo)
 
 # %% [markdown]
 # Com pouco treino o mapa é ruidoso, mas costuma mostrar o essencial: os caracteres do ano
@@ -257,7 +258,7 @@ n_total, n_sem_embeddings
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-historico = train_gpt(gpt, treino, validacao, max_steps=20 if RAPIDO else 600, max_seconds=45.0,
+historico = train_gpt(gpt, treino, validacao, max_steps=10 if RAPIDO else 600, max_seconds=45.0,
                       batch_size=32, lr=3e-3, eval_every=10 if RAPIDO else 25)
 perda_val = historico["val_loss"][-1]
 print(f"{historico['step'][-1]} passos em {historico['total_seconds'][0]:.1f} s; "
@@ -299,7 +300,7 @@ plots.training_curves_figure(historico, linha_unigramas, tokenizador.vocab_size)
 prompt = tokenizador.encode("A atenção ")[None].to(device)  # (1, T0)
 with torch.no_grad():
     ultimos = gpt(prompt)[0, -1].float().cpu()  # (V,)
-distribuicoes = {f"T = {t}": next_token_distribution(ultimos, float(t.replace(",", "."))) for t in ("0,5", "1", "2")}
+distribuicoes = {f"T = {t}".replace(".", ","): next_token_distribution(ultimos, t) for t in (0.5, 1, 2)}
 plots.next_char_figure(tokenizador.chars, distribuicoes, "Próximo caractere depois de “A atenção ”")
 
 # %% [markdown]
@@ -364,7 +365,8 @@ check_generate_hidden(generate)
 # %%
 # NBVAL_IGNORE_OUTPUT
 for titulo, t, k in (("gulosa (T = 0)", 0.0, None), ("T = 0,8, top-k = 10", 0.8, 10), ("T = 1,5", 1.5, None)):
-    saida = generate_ref(gpt, prompt, 160, temperature=t, top_k=k, generator=seeded_generator(0, device))
+    gerador = seeded_generator(0, device)
+    saida = generate_ref(gpt, prompt, 40 if RAPIDO else 160, temperature=t, top_k=k, generator=gerador)
     print(f"--- {titulo}\n{tokenizador.decode(saida[0])}\n")
 
 # %% [markdown]
@@ -504,7 +506,8 @@ check_kaplan_loss_hidden(kaplan_loss)
 # sem *embeddings*): o GPT-2 de 1,5 bilhão de parâmetros e o GPT-3 de 175 bilhões.
 
 # %%
-plots.kaplan_figure(kaplan_loss_ref, {"nosso TinyGPT": n_sem_embeddings, "GPT-2 (1,5 B)": 1.5e9, "GPT-3 (175 B)": 1.75e11})
+modelos = {"nosso TinyGPT": n_sem_embeddings, "GPT-2 (1,5 B)": 1.5e9, "GPT-3 (175 B)": 1.75e11}
+plots.kaplan_figure(kaplan_loss_ref, modelos)
 
 # %%
 {"nosso GPT, previsto (nats/token BPE)": round(kaplan_loss_ref(n_sem_embeddings), 2),
@@ -524,7 +527,8 @@ plots.kaplan_figure(kaplan_loss_ref, {"nosso TinyGPT": n_sem_embeddings, "GPT-2 
 #
 # **A conta do texto-semente.** Versões que circulam escrevem "perda ≈ 10 × N^(−0,076)". Isso não é a
 # lei de Kaplan: com $N_c$ o fator vale $N_c^{\alpha_N} \approx 11{,}5$, e não 10, e a forma
-# $(N_c/N)^{\alpha_N}$ deixa claro o que $N_c$ significa — a escala em que a perda prevista chegaria a 1 nat.
+# $(N_c/N)^{\alpha_N}$ deixa claro o que $N_c$ significa — a escala em que a perda prevista chegaria
+# a 1 nat.
 
 # %% [markdown]
 # ## 6. Perguntas abertas (corrigidas à mão)
@@ -589,8 +593,9 @@ plots.kaplan_figure(kaplan_loss_ref, {"nosso TinyGPT": n_sem_embeddings, "GPT-2 
 #   gerador próprio, acrescentar. $T = 0$ é o argmax.
 # - A atenção custa $4n^2d$ FLOPs e $4n^2$ bytes de scores por cabeça: medimos inclinação ≈ 2 em
 #   log-log. FlashAttention dá o mesmo resultado sem guardar a matriz $n \times n$.
-# - Kaplan et al.: $L(N) = (N_c/N)^{\alpha_N}$, $N_c \approx 8{,}8\cdot10^{13}$, $\alpha_N \approx 0{,}076$ —
-#   uma tendência empírica, com condições, não uma promessa de capacidades.
+# - Kaplan et al.: $L(N) = (N_c/N)^{\alpha_N}$, $N_c \approx 8{,}8\cdot10^{13}$,
+#   $\alpha_N \approx 0{,}076$ — uma tendência empírica, com condições, não uma promessa de
+#   capacidades.
 #
 # ## Para ir além
 #
@@ -599,12 +604,14 @@ plots.kaplan_figure(kaplan_loss_ref, {"nosso TinyGPT": n_sem_embeddings, "GPT-2 
 #   Understanding*, NAACL — só codificador, modelo de linguagem mascarado.
 # - A. Radford et al. (2018, 2019), *Improving Language Understanding by Generative Pre-Training* e
 #   *Language Models are Unsupervised Multitask Learners* — GPT e GPT-2.
-# - T. Brown et al. (2020), *Language Models are Few-Shot Learners*, NeurIPS — GPT-3 e o aprendizado em contexto.
+# - T. Brown et al. (2020), *Language Models are Few-Shot Learners*, NeurIPS — GPT-3 e o aprendizado
+#   em contexto.
 # - C. Raffel et al. (2020), *Exploring the Limits of Transfer Learning with a Unified Text-to-Text
 #   Transformer*, JMLR — T5, que compara as três famílias.
 # - A. Holtzman et al. (2020), *The Curious Case of Neural Text Degeneration*, ICLR — por que a gulosa
 #   repete, top-k e *nucleus sampling*.
 # - J. Kaplan et al. (2020), *Scaling Laws for Neural Language Models*, arXiv:2001.08361 — equação (1.1).
 # - J. Hoffmann et al. (2022), *Training Compute-Optimal Large Language Models* — "Chinchilla".
-# - T. Dao et al. (2022), *FlashAttention: Fast and Memory-Efficient Exact Attention with IO-Awareness*, NeurIPS.
+# - T. Dao et al. (2022), *FlashAttention: Fast and Memory-Efficient Exact Attention with
+#   IO-Awareness*, NeurIPS.
 # - A. Karpathy, nanoGPT (GitHub) — um GPT de caracteres legível, que inspirou o nosso.

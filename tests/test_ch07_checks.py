@@ -15,8 +15,17 @@ from transformer_course.generation import generate
 # ---------------------------------------------------------------- generate: variantes
 
 
-def _gen(logit_fn=None, *, temp="div", topk="largest", rng="gen", crop="last", zero="argmax",
-         position=-1, keep_prompt=True):
+def _gen(
+    logit_fn=None,
+    *,
+    temp="div",
+    topk="largest",
+    rng="gen",
+    crop="last",
+    zero="argmax",
+    position=-1,
+    keep_prompt=True,
+):
     """Fábrica de implementações de ``generate`` com um erro escolhido."""
 
     def fn(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, generator=None):
@@ -51,7 +60,7 @@ def _gen(logit_fn=None, *, temp="div", topk="largest", rng="gen", crop="last", z
                 g = generator if rng == "gen" else None
                 nxt = torch.multinomial(probs, 1, generator=g)
             ids = torch.cat([ids, nxt], 1)
-        return ids if keep_prompt else ids[:, prompt_ids.size(1):]
+        return ids if keep_prompt else ids[:, prompt_ids.size(1) :]
 
     return fn
 
@@ -247,8 +256,13 @@ RIGHT = {"a": "encoder", "b": "encoder-decoder", "c": "decoder", "d": "encoder",
 def test_quiz_right_answers_and_aliases_pass():
     checks.check_family_quiz(RIGHT)
     checks.check_family_quiz_hidden(RIGHT)
-    aliases = {"a": "Encoder-only", "b": "codificador-decodificador", "c": "decoder only",
-               "d": "ENCODER", "e": "encoder_decoder"}
+    aliases = {
+        "a": "Encoder-only",
+        "b": "codificador-decodificador",
+        "c": "decoder only",
+        "d": "ENCODER",
+        "e": "encoder_decoder",
+    }
     checks.check_family_quiz_hidden(aliases)
 
 

@@ -47,7 +47,9 @@ def test_attention_cost_counts_both_products():
 def test_naive_attention_matches_torch():
     gen = torch.Generator().manual_seed(0)
     Q, K, V = (torch.randn(2, 3, 17, 8, generator=gen) for _ in range(3))
-    torch.testing.assert_close(naive_attention(Q, K, V), torch.nn.functional.scaled_dot_product_attention(Q, K, V))
+    torch.testing.assert_close(
+        naive_attention(Q, K, V), torch.nn.functional.scaled_dot_product_attention(Q, K, V)
+    )
 
 
 def test_loglog_slope_recovers_exponent():
@@ -148,7 +150,9 @@ def test_figures_are_figures():
         plots.family_masks_figure(),
         plots.attention_cost_figure(result, {"naive_s": 2.0, "sdpa_s": 2.0}),
         plots.kaplan_figure(kaplan_loss, {"x": 1e6}),
-        plots.training_curves_figure({"step": [0, 1], "train_loss": [float("nan"), 2.0], "val_loss": [3.0, 2.5]}, 3.1, 40),
+        plots.training_curves_figure(
+            {"step": [0, 1], "train_loss": [float("nan"), 2.0], "val_loss": [3.0, 2.5]}, 3.1, 40
+        ),
         plots.next_char_figure(list("abc"), {"T = 1": torch.tensor([0.2, 0.5, 0.3])}, "t"),
         plots.cross_attention_figure(torch.rand(4, 3), "abcd", "xyz", "t"),
     ]

@@ -108,10 +108,10 @@ def time_attention(
         for n in seq_lens:
             Q, K, V = (torch.randn(1, n_heads, n, d_k, generator=gen, device=device) for _ in range(3))
             result["seq_len"].append(n)
-            result["naive_s"].append(_median_time(lambda: naive_attention(Q, K, V), repeats, sync))
-            result["sdpa_s"].append(
-                _median_time(lambda: F.scaled_dot_product_attention(Q, K, V), repeats, sync)
-            )
+            naive = lambda Q=Q, K=K, V=V: naive_attention(Q, K, V)  # noqa: E731
+            fused = lambda Q=Q, K=K, V=V: F.scaled_dot_product_attention(Q, K, V)  # noqa: E731
+            result["naive_s"].append(_median_time(naive, repeats, sync))
+            result["sdpa_s"].append(_median_time(fused, repeats, sync))
             cost = attention_cost(n, d_k)
             result["flops"].append(n_heads * cost["flops"])
             result["score_bytes"].append(n_heads * cost["score_bytes"])

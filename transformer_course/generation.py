@@ -143,8 +143,14 @@ class TinyGPT(nn.Module):
 
 
 @torch.no_grad()
-def estimate_loss(model: nn.Module, data: torch.Tensor, block_size: int, n_batches: int = 4,
-                  batch_size: int = 64, seed: int = 1234) -> float:
+def estimate_loss(
+    model: nn.Module,
+    data: torch.Tensor,
+    block_size: int,
+    n_batches: int = 4,
+    batch_size: int = 64,
+    seed: int = 1234,
+) -> float:
     """Entropia cruzada média (nats por caractere) em lotes fixos de ``data``."""
     from .text import get_batch
 

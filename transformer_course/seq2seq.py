@@ -19,15 +19,52 @@ from .layers import DecoderLayer, TransformerEncoder
 from .masks import causal_mask
 
 __all__ = [
-    "DateSeq2Seq", "DateVocab", "date_in_words", "make_date_batch", "sequence_accuracy", "train_dates",
+    "DateSeq2Seq",
+    "DateVocab",
+    "date_in_words",
+    "make_date_batch",
+    "sequence_accuracy",
+    "train_dates",
     "translate_dates",
 ]
 
-UNITS = ["", "um", "dois", "três", "quatro", "cinco", "seis", "sete", "oito", "nove", "dez",
-         "onze", "doze", "treze", "catorze", "quinze", "dezesseis", "dezessete", "dezoito", "dezenove"]
+UNITS = [
+    "",
+    "um",
+    "dois",
+    "três",
+    "quatro",
+    "cinco",
+    "seis",
+    "sete",
+    "oito",
+    "nove",
+    "dez",
+    "onze",
+    "doze",
+    "treze",
+    "catorze",
+    "quinze",
+    "dezesseis",
+    "dezessete",
+    "dezoito",
+    "dezenove",
+]
 TENS = {20: "vinte", 30: "trinta"}
-MONTHS = ["janeiro", "fevereiro", "março", "abril", "maio", "junho", "julho", "agosto",
-          "setembro", "outubro", "novembro", "dezembro"]
+MONTHS = [
+    "janeiro",
+    "fevereiro",
+    "março",
+    "abril",
+    "maio",
+    "junho",
+    "julho",
+    "agosto",
+    "setembro",
+    "outubro",
+    "novembro",
+    "dezembro",
+]
 DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
 
 
@@ -49,7 +86,9 @@ class DateVocab:
     PAD, BOS, EOS = 0, 1, 2
 
     def __init__(self):
-        texts = "0123456789/" + "".join(date_in_words(d, m, 2000) for m in range(1, 13) for d in (1, 21, 22, 17))
+        texts = "0123456789/" + "".join(
+            date_in_words(d, m, 2000) for m in range(1, 13) for d in (1, 21, 22, 17)
+        )
         texts += "".join(UNITS) + "".join(TENS.values()) + "".join(MONTHS) + " "
         self.chars = ["<pad>", "<s>", "</s>"] + sorted(set(texts))
         self.stoi = {c: i for i, c in enumerate(self.chars)}
@@ -100,8 +139,15 @@ class DateSeq2Seq(nn.Module):
         src (B, S), tgt_in (B, T) -> logits (B, T, V)
     """
 
-    def __init__(self, vocab_size: int, d_model: int = 64, n_heads: int = 4, n_layers: int = 2,
-                 d_ff: int = 128, max_len: int = 64):
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 64,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        d_ff: int = 128,
+        max_len: int = 64,
+    ):
         super().__init__()
         self.d_model = d_model
         self.encoder = TransformerEncoder(vocab_size, d_model, n_heads, n_layers, d_ff, max_len)
@@ -124,8 +170,15 @@ class DateSeq2Seq(nn.Module):
         return (logits, cross) if return_cross else logits
 
 
-def train_dates(model: DateSeq2Seq, vocab: DateVocab, steps: int = 300, batch_size: int = 64,
-                lr: float = 3e-3, max_seconds: float = 15.0, seed: int = 0) -> dict[str, list[float]]:
+def train_dates(
+    model: DateSeq2Seq,
+    vocab: DateVocab,
+    steps: int = 300,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    max_seconds: float = 15.0,
+    seed: int = 0,
+) -> dict[str, list[float]]:
     """Treino com *teacher forcing*: o decodificador recebe o alvo deslocado e prevê o próximo caractere."""
     gen = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
@@ -169,4 +222,3 @@ def sequence_accuracy(model: DateSeq2Seq, vocab: DateVocab, n: int = 200, seed: 
     _, _, _, texts = make_date_batch(vocab, n, torch.Generator().manual_seed(seed))
     predicted = translate_dates(model, vocab, [t for t, _ in texts])
     return sum(p == w for p, (_, w) in zip(predicted, texts)) / n
-

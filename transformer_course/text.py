@@ -31,8 +31,7 @@ __all__ = [
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 # Letras do português (com acentos), dígitos, espaço, quebra de linha e pontuação comum.
 ALLOWED = set(
-    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-    "áàâãéêíóôõúüçÁÀÂÃÉÊÍÓÔÕÚÇ0123456789 \n.,;:!?()-\"'%"
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZáàâãéêíóôõúüçÁÀÂÃÉÊÍÓÔÕÚÇ0123456789 \n.,;:!?()-\"'%"
 )
 
 
@@ -133,7 +132,10 @@ def train_val_split(data: torch.Tensor, val_fraction: float = 0.1, chunk: int = 
 
 
 def get_batch(
-    data: torch.Tensor, block_size: int, batch_size: int, generator: torch.Generator | None = None,
+    data: torch.Tensor,
+    block_size: int,
+    batch_size: int,
+    generator: torch.Generator | None = None,
     device: torch.device | str = "cpu",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Um lote de janelas aleatórias: entradas x e alvos y = x deslocado uma posição.

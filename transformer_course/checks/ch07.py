@@ -9,6 +9,7 @@ fórmulas, a fórmula escrita de novo aqui.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 from collections.abc import Callable
@@ -89,8 +90,9 @@ def _row_model(logits: torch.Tensor, max_len: int | None = None) -> ToyBigramMod
     return ToyBigramModel(logits.expand(logits.numel(), -1).clone(), max_len)
 
 
-def _greedy(table: torch.Tensor, prompt: torch.Tensor, n: int, mode: str = "right",
-            max_len: int | None = None) -> torch.Tensor:
+def _greedy(
+    table: torch.Tensor, prompt: torch.Tensor, n: int, mode: str = "right", max_len: int | None = None
+) -> torch.Tensor:
     """A escolha gulosa em laço; ``mode`` produz os erros conhecidos."""
     ids = prompt.clone()
     for _ in range(n):
@@ -107,33 +109,54 @@ def _greedy(table: torch.Tensor, prompt: torch.Tensor, n: int, mode: str = "righ
 
 def _ids_tried(prompt, n, temperature, top_k=None, extra=""):
     k = "" if top_k is None else f", top_k={top_k}"
-    return (f"prompt_ids {tuple(prompt.shape)}, max_new_tokens={n}, temperature={temperature}{k}"
-            f" (modelo de brinquedo: tabela de bigramas){extra}")
+    return (
+        f"prompt_ids {tuple(prompt.shape)}, max_new_tokens={n}, temperature={temperature}{k}"
+        f" (modelo de brinquedo: tabela de bigramas){extra}"
+    )
 
 
 def _expect_ids(actual, expected, prompt, n, tried, mistakes=()) -> None:
     """Compara sequências de tokens exatamente, nomeando o erro conhecido quando coincide."""
     __tracebackhide__ = True
     B, T0 = prompt.shape
-    expect(isinstance(actual, torch.Tensor), GENERATE, tried,
-           f"Esperava um tensor de ids; veio {describe(actual)}.")
+    expect(
+        isinstance(actual, torch.Tensor),
+        GENERATE,
+        tried,
+        f"Esperava um tensor de ids; veio {describe(actual)}.",
+    )
     if tuple(actual.shape) == (B, n) and n > 0:
         raise CheckFailure(
             f"`{GENERATE}` falhou.\nTeste: {tried}\nForma errada: esperada {(B, T0 + n)}, "
             f"obtida {tuple(actual.shape)}.\nDiagnóstico provável: você devolveu só os tokens novos; "
             "a saída deve começar pelo prompt (prompt + tokens gerados)."
         )
-    expect(tuple(actual.shape) == (B, T0 + n), GENERATE, tried,
-           f"Forma errada: esperada {(B, T0 + n)} (prompt de {T0} + {n} novos), "
-           f"obtida {tuple(actual.shape)}.",
-           "o laço deve acrescentar exatamente um token por passo, max_new_tokens vezes.")
-    expect(actual.dtype == torch.long, GENERATE, tried,
-           f"dtype errado: esperado torch.int64 (ids de tokens), obtido {actual.dtype}.",
-           "use `torch.multinomial`/`argmax`, que já devolvem inteiros, e não converta para float.")
-    expect(actual.device == prompt.device, GENERATE, tried,
-           f"A saída está em {actual.device}, mas o prompt estava em {prompt.device}.")
-    expect(torch.equal(actual[:, :T0].cpu(), prompt.cpu()), GENERATE, tried,
-           "A saída não começa pelo prompt: as primeiras posições foram alteradas.")
+    expect(
+        tuple(actual.shape) == (B, T0 + n),
+        GENERATE,
+        tried,
+        f"Forma errada: esperada {(B, T0 + n)} (prompt de {T0} + {n} novos), obtida {tuple(actual.shape)}.",
+        "o laço deve acrescentar exatamente um token por passo, max_new_tokens vezes.",
+    )
+    expect(
+        actual.dtype == torch.long,
+        GENERATE,
+        tried,
+        f"dtype errado: esperado torch.int64 (ids de tokens), obtido {actual.dtype}.",
+        "use `torch.multinomial`/`argmax`, que já devolvem inteiros, e não converta para float.",
+    )
+    expect(
+        actual.device == prompt.device,
+        GENERATE,
+        tried,
+        f"A saída está em {actual.device}, mas o prompt estava em {prompt.device}.",
+    )
+    expect(
+        torch.equal(actual[:, :T0].cpu(), prompt.cpu()),
+        GENERATE,
+        tried,
+        "A saída não começa pelo prompt: as primeiras posições foram alteradas.",
+    )
     if torch.equal(actual.cpu(), expected.cpu()):
         return
     hint = next((name for name, value in mistakes if torch.equal(actual.cpu(), value.cpu())), None)
@@ -142,8 +165,7 @@ def _expect_ids(actual, expected, prompt, n, tried, mistakes=()) -> None:
         f"`{GENERATE}` falhou.\nTeste: {tried}\nTokens diferentes do esperado.\n"
         f"Primeira diferença em {tuple(diff)}: esperado {expected[tuple(diff)].item()}, "
         f"obtido {actual[tuple(diff)].item()}.\nEsperado: {expected[0].tolist()}\n"
-        f"Obtido:   {actual[0].tolist()}"
-        + (f"\nDiagnóstico provável: {hint}" if hint else "")
+        f"Obtido:   {actual[0].tolist()}" + (f"\nDiagnóstico provável: {hint}" if hint else "")
     )
 
 
@@ -162,13 +184,31 @@ def _frequencies(fn, logits, temperature, top_k, n_draws, seed, extra=""):
     model = _row_model(logits)
     prompt = torch.zeros(n_draws, 1, dtype=torch.long)
     tried = _ids_tried(prompt, 1, temperature, top_k, extra)
-    out = call(fn, GENERATE, tried, model, prompt, 1, temperature=temperature, top_k=top_k,
-               generator=seeded_generator(seed), hint_on_error=None)
-    expect(isinstance(out, torch.Tensor) and tuple(out.shape) == (n_draws, 2), GENERATE, tried,
-           f"Esperava um tensor ({n_draws}, 2); veio {describe(out)}.")
+    out = call(
+        fn,
+        GENERATE,
+        tried,
+        model,
+        prompt,
+        1,
+        temperature=temperature,
+        top_k=top_k,
+        generator=seeded_generator(seed),
+        hint_on_error=None,
+    )
+    expect(
+        isinstance(out, torch.Tensor) and tuple(out.shape) == (n_draws, 2),
+        GENERATE,
+        tried,
+        f"Esperava um tensor ({n_draws}, 2); veio {describe(out)}.",
+    )
     new = out[:, -1].long()
-    expect(bool(((new >= 0) & (new < logits.numel())).all()), GENERATE, tried,
-           "Há ids fora do vocabulário na saída.")
+    expect(
+        bool(((new >= 0) & (new < logits.numel())).all()),
+        GENERATE,
+        tried,
+        "Há ids fora do vocabulário na saída.",
+    )
     return torch.bincount(new, minlength=logits.numel()).double() / n_draws, tried
 
 
@@ -190,15 +230,19 @@ def _expect_distribution(freq, logits, temperature, top_k, tried, tol=0.035) -> 
     if (freq - expected).abs().max() <= tol:
         return
     candidates = [
-        ("a temperatura ignorada, ou aplicada DEPOIS do softmax (dividir as probabilidades por T "
-         "não muda a distribuição sorteada): divida os LOGITS por T antes do softmax",
-         dist(logits, top_k)),
+        (
+            "a temperatura ignorada, ou aplicada DEPOIS do softmax (dividir as probabilidades por T "
+            "não muda a distribuição sorteada): divida os LOGITS por T antes do softmax",
+            dist(logits, top_k),
+        ),
         ("os logits MULTIPLICADOS pela temperatura em vez de divididos", dist(logits * temperature, top_k)),
     ]
     if top_k is not None:
         candidates += [
-            ("o top-k mantendo os k MENORES logits em vez dos k maiores",
-             dist(logits / temperature, top_k, smallest=True)),
+            (
+                "o top-k mantendo os k MENORES logits em vez dos k maiores",
+                dist(logits / temperature, top_k, smallest=True),
+            ),
             ("o top-k ignorado (todos os tokens continuaram sorteáveis)", dist(logits / temperature)),
         ]
     hint = next((name for name, p in candidates if (freq - p).abs().max() <= tol), None)
@@ -218,14 +262,31 @@ def _check_greedy(fn, V=7, B=3, T0=2, n=6, seed=0, dtype=torch.float32, max_len=
     model = ToyBigramModel(table, max_len)
     tried = _ids_tried(prompt, n, 0, extra=extra + ("" if max_len is None else f", model.max_len={max_len}"))
     before = snapshot(prompt)
-    out = call(fn, GENERATE, tried, model, prompt, n, temperature=0.0,
-               hint_on_error=NO_CROP if max_len is not None else ZERO_DIV)
+    out = call(
+        fn,
+        GENERATE,
+        tried,
+        model,
+        prompt,
+        n,
+        temperature=0.0,
+        hint_on_error=NO_CROP if max_len is not None else ZERO_DIV,
+    )
     expect_unchanged(before, [prompt], ["prompt_ids"], GENERATE, tried)
-    mistakes = [("os logits da PRIMEIRA posição em vez da última (use `logits[:, -1, :]`).",
-                 _greedy(table, prompt, n, "first_position"))]
+    mistakes = [
+        (
+            "os logits da PRIMEIRA posição em vez da última (use `logits[:, -1, :]`).",
+            _greedy(table, prompt, n, "first_position"),
+        )
+    ]
     if max_len is not None:
-        mistakes.append(("o contexto cortado nos PRIMEIROS max_len tokens; o modelo deve ver os "
-                         "ÚLTIMOS (`ids[:, -max_len:]`).", _greedy(table, prompt, n, "crop_first", max_len)))
+        mistakes.append(
+            (
+                "o contexto cortado nos PRIMEIROS max_len tokens; o modelo deve ver os "
+                "ÚLTIMOS (`ids[:, -max_len:]`).",
+                _greedy(table, prompt, n, "crop_first", max_len),
+            )
+        )
     _expect_ids(out, _greedy(table, prompt, n), prompt, n, tried, mistakes)
     return model
 
@@ -241,30 +302,50 @@ def _check_generator(fn, extra=""):
         first = call(fn, GENERATE, tried, model, prompt, 12, temperature=1.0, generator=seeded_generator(123))
         touched = not torch.equal(state, torch.get_rng_state())
         torch.manual_seed(987)
-        second = call(fn, GENERATE, tried, model, prompt, 12, temperature=1.0, generator=seeded_generator(123))
+        second = call(
+            fn, GENERATE, tried, model, prompt, 12, temperature=1.0, generator=seeded_generator(123)
+        )
     finally:
         torch.set_rng_state(state)
-    expect(not touched, GENERATE, tried,
-           "Ao sortear com `generator=...`, sua função consumiu números do gerador GLOBAL do PyTorch.",
-           "o gerador global foi usado no lugar de `generator`: passe `generator=generator` a "
-           "`torch.multinomial`.")
-    expect(isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)
-           and torch.equal(first, second), GENERATE, tried,
-           "A mesma semente no `generator` produziu textos diferentes.",
-           "o sorteio não usa o `generator` recebido (ou usa também outra fonte de acaso).")
+    expect(
+        not touched,
+        GENERATE,
+        tried,
+        "Ao sortear com `generator=...`, sua função consumiu números do gerador GLOBAL do PyTorch.",
+        "o gerador global foi usado no lugar de `generator`: passe `generator=generator` a "
+        "`torch.multinomial`.",
+    )
+    expect(
+        isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and torch.equal(first, second),
+        GENERATE,
+        tried,
+        "A mesma semente no `generator` produziu textos diferentes.",
+        "o sorteio não usa o `generator` recebido (ou usa também outra fonte de acaso).",
+    )
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """Tensores minúsculos: uma thread evita a disputa de núcleos (e mantém cada teste rápido)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def check_generate(fn: Callable) -> None:
     """Testes visíveis de ``generate`` (o estado do gerador global é restaurado no fim)."""
     __tracebackhide__ = True
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), _one_thread():
         _check_generate(fn)
 
 
 def check_generate_hidden(fn: Callable) -> None:
     """Testes ocultos de ``generate`` (o estado do gerador global é restaurado no fim)."""
     __tracebackhide__ = True
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), _one_thread():
         _check_generate_hidden(fn)
 
 
@@ -291,9 +372,12 @@ def _check_generate(fn: Callable) -> None:
         raise CheckFailure(
             f"`{GENERATE}` falhou.\nTeste: {tried}\nLogits: {logits.tolist()}; os 3 maiores são os "
             f"tokens {sorted(top)}, mas sua função sorteou também {outside}."
-            + ("\nDiagnóstico provável: sua saída coincide com o top-k mantendo os k MENORES logits "
-               "em vez dos k maiores." if smallest else
-               "\nDiagnóstico provável: o top-k não foi aplicado aos logits antes do sorteio.")
+            + (
+                "\nDiagnóstico provável: sua saída coincide com o top-k mantendo os k MENORES logits "
+                "em vez dos k maiores."
+                if smallest
+                else "\nDiagnóstico provável: o top-k não foi aplicado aos logits antes do sorteio."
+            )
         )
     _expect_distribution(freq, logits, 1.0, 3, tried)
     n += 1
@@ -310,10 +394,13 @@ def _check_generate_hidden(fn: Callable) -> None:
     """Testes ocultos: float64, top-k com temperatura, casos de borda, erros de argumento."""
     __tracebackhide__ = True
     n = 0
-    expect(getattr(fn, "__code__", None) is not reference_generation.generate.__code__,
-           GENERATE, "origem da função",
-           "Sua função é a implementação de referência do pacote `transformer_course`.",
-           "escreva a sua própria implementação em vez de importá-la.")
+    expect(
+        getattr(fn, "__code__", None) is not reference_generation.generate.__code__,
+        GENERATE,
+        "origem da função",
+        "Sua função é a implementação de referência do pacote `transformer_course`.",
+        "escreva a sua própria implementação em vez de importá-la.",
+    )
     n += 1
     _check_greedy(fn, V=11, B=4, T0=1, n=9, seed=40, dtype=torch.float64, extra=" (logits float64)")
     n += 1
@@ -372,15 +459,27 @@ def _run_kaplan(fn: Callable, N: float) -> None:
     result = call(fn, KAPLAN, tried, N)
     if isinstance(result, torch.Tensor) and result.numel() == 1:
         result = result.item()
-    expect(isinstance(result, (int, float)) and not isinstance(result, bool), KAPLAN, tried,
-           f"Esperava um número (float); veio {describe(result)}.")
+    expect(
+        isinstance(result, (int, float)) and not isinstance(result, bool),
+        KAPLAN,
+        tried,
+        f"Esperava um número (float); veio {describe(result)}.",
+    )
     expected = _plain_kaplan(N)
     if math.isclose(result, expected, rel_tol=1e-6):
         return
-    hint = next((name for name, value in _kaplan_mistakes(N) if math.isclose(result, value, rel_tol=1e-6)), None)
-    expect(False, KAPLAN, tried, f"Esperado {expected:.6g}, obtido {result:.6g}.",
-           f"sua saída coincide com {hint}." if hint else
-           "confira L(N) = (N_c / N)^α_N com N_c = 8,8·10¹³ e α_N = 0,076.")
+    hint = next(
+        (name for name, value in _kaplan_mistakes(N) if math.isclose(result, value, rel_tol=1e-6)), None
+    )
+    expect(
+        False,
+        KAPLAN,
+        tried,
+        f"Esperado {expected:.6g}, obtido {result:.6g}.",
+        f"sua saída coincide com {hint}."
+        if hint
+        else "confira L(N) = (N_c / N)^α_N com N_c = 8,8·10¹³ e α_N = 0,076.",
+    )
 
 
 def check_kaplan_loss(fn: Callable) -> None:
@@ -401,8 +500,12 @@ def check_kaplan_loss_hidden(fn: Callable) -> None:
         _run_kaplan(fn, N)
         n += 1
     values = [float(call(fn, KAPLAN, f"kaplan_loss({N:g})", N)) for N in (1e5, 1e7, 1e9)]
-    expect(values[0] > values[1] > values[2], KAPLAN, "N = 1e5, 1e7, 1e9",
-           f"A perda deveria cair quando N cresce; obtidas {values}.")
+    expect(
+        values[0] > values[1] > values[2],
+        KAPLAN,
+        "N = 1e5, 1e7, 1e9",
+        f"A perda deveria cair quando N cresce; obtidas {values}.",
+    )
     n += 1
     for bad in (0, -5.0):
         expect_raises(fn, ValueError, KAPLAN, f"kaplan_loss({bad})", bad)
@@ -415,11 +518,17 @@ def check_kaplan_loss_hidden(fn: Callable) -> None:
 
 def _cost_mistakes(n: int, d: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
     flops = [
-        ("só o produto QKᵀ (faltou o produto pesos·V), ou cada multiplicação-soma contada como "
-         "1 FLOP em vez de 2", 2 * n * n * d),
+        (
+            "só o produto QKᵀ (faltou o produto pesos·V), ou cada multiplicação-soma contada como "
+            "1 FLOP em vez de 2",
+            2 * n * n * d,
+        ),
         ("só QKᵀ e cada multiplicação-soma como 1 FLOP", n * n * d),
-        ("a conta com as projeções W_Q, W_K, W_V e W_O incluídas; aqui contamos só os dois "
-         "produtos da atenção", 4 * n * n * d + 8 * n * d * d),
+        (
+            "a conta com as projeções W_Q, W_K, W_V e W_O incluídas; aqui contamos só os dois "
+            "produtos da atenção",
+            4 * n * n * d + 8 * n * d * d,
+        ),
         ("n·d² em vez de n²·d (os papéis de seq_len e d_model trocados)", 4 * n * d * d),
     ]
     score_bytes = [
@@ -449,13 +558,22 @@ def _run_cost(fn: Callable, n: int, d: int) -> None:
         value = result[key]
         if isinstance(value, torch.Tensor) and value.numel() == 1:
             value = value.item()
-        expect(isinstance(value, (int, float)) and not isinstance(value, bool), COST, tried,
-               f"`{key}` deveria ser um número; veio {describe(value)}.")
+        expect(
+            isinstance(value, (int, float)) and not isinstance(value, bool),
+            COST,
+            tried,
+            f"`{key}` deveria ser um número; veio {describe(value)}.",
+        )
         if value == expected[key]:
             continue
         hint = next((name for name, v in mistakes if value == v), None)
-        expect(False, COST, tried, f"`{key}`: esperado {_num(expected[key])}, obtido {_num(value)}.",
-               f"sua conta coincide com {hint}." if hint else None)
+        expect(
+            False,
+            COST,
+            tried,
+            f"`{key}`: esperado {_num(expected[key])}, obtido {_num(value)}.",
+            f"sua conta coincide com {hint}." if hint else None,
+        )
 
 
 def check_attention_cost(fn: Callable) -> None:
@@ -482,8 +600,12 @@ def check_attention_cost_hidden(fn: Callable) -> None:
     for bad in ((0, 64), (16, 0), (-3, 8)):
         expect_raises(fn, ValueError, COST, f"attention_cost{bad}", *bad)
         n += 1
-    expect(reference_costs.attention_cost is not fn, COST, "origem da função",
-           "Sua função é a implementação de referência do pacote.")
+    expect(
+        reference_costs.attention_cost is not fn,
+        COST,
+        "origem da função",
+        "Sua função é a implementação de referência do pacote.",
+    )
     n += 1
     passed(COST, n)
 
@@ -492,9 +614,14 @@ def check_attention_cost_hidden(fn: Callable) -> None:
 
 FAMILIES = ("encoder", "decoder", "encoder-decoder")
 _ALIASES = {
-    "encoder-only": "encoder", "codificador": "encoder", "so-codificador": "encoder",
-    "decoder-only": "decoder", "decodificador": "decoder", "so-decodificador": "decoder",
-    "codificador-decodificador": "encoder-decoder", "seq2seq": "encoder-decoder",
+    "encoder-only": "encoder",
+    "codificador": "encoder",
+    "so-codificador": "encoder",
+    "decoder-only": "decoder",
+    "decodificador": "decoder",
+    "so-decodificador": "decoder",
+    "codificador-decodificador": "encoder-decoder",
+    "seq2seq": "encoder-decoder",
 }
 QUIZ_KEYS = ("a", "b", "c", "d", "e")
 # sha256("chave:família") das respostas certas (para a resposta não ficar legível aqui).
@@ -532,8 +659,12 @@ def _check_quiz_format(answers) -> dict[str, str]:
         if answers[key] is ...:
             raise CheckFailure(f"Você ainda não respondeu o item {key!r} do questionário (não implementado).")
         family = _normalize(answers[key])
-        expect(family is not None, QUIZ, tried,
-               f"Item {key!r}: resposta {answers[key]!r} não é uma das famílias {list(FAMILIES)}.")
+        expect(
+            family is not None,
+            QUIZ,
+            tried,
+            f"Item {key!r}: resposta {answers[key]!r} não é uma das famílias {list(FAMILIES)}.",
+        )
         normalized[key] = family
     return normalized
 
@@ -542,8 +673,10 @@ def check_family_quiz(answers) -> None:
     """Teste visível do questionário: só o formato (a correção é oculta)."""
     __tracebackhide__ = True
     _check_quiz_format(answers)
-    print(f"✔ `{QUIZ}`: formato correto (5 itens, cada um uma de {list(FAMILIES)}). "
-          "A correção das respostas é feita pelos testes ocultos.")
+    print(
+        f"✔ `{QUIZ}`: formato correto (5 itens, cada um uma de {list(FAMILIES)}). "
+        "A correção das respostas é feita pelos testes ocultos."
+    )
 
 
 def check_family_quiz_hidden(answers) -> None:
@@ -551,7 +684,11 @@ def check_family_quiz_hidden(answers) -> None:
     __tracebackhide__ = True
     normalized = _check_quiz_format(answers)
     wrong = [k for k, family in normalized.items() if _digest(k, family) != _ANSWERS[k]]
-    expect(not wrong, QUIZ, "respostas do questionário",
-           f"Itens com a família errada: {wrong}. Releia a seção 1: quem precisa ver a frase inteira, "
-           "quem gera da esquerda para a direita e quem transforma uma entrada completa em outra sequência?")
+    expect(
+        not wrong,
+        QUIZ,
+        "respostas do questionário",
+        f"Itens com a família errada: {wrong}. Releia a seção 1: quem precisa ver a frase inteira, "
+        "quem gera da esquerda para a direita e quem transforma uma entrada completa em outra sequência?",
+    )
     passed(QUIZ, len(QUIZ_KEYS))

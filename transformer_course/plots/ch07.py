@@ -30,8 +30,16 @@ def family_masks_figure(n_tokens: int = 6, n_source: int = 5) -> Figure:
     cmap = ListedColormap(["#f0f0f0", PALETTE[0]])
     panels = [
         ("Só codificador (BERT)\nautoatenção bidirecional", np.ones((n_tokens, n_tokens)), "chave (posição)"),
-        ("Só decodificador (GPT)\nautoatenção causal", np.tril(np.ones((n_tokens, n_tokens))), "chave (posição)"),
-        ("Codificador-decodificador (T5)\natenção cruzada", np.ones((n_tokens, n_source)), "chave (posição da FONTE)"),
+        (
+            "Só decodificador (GPT)\nautoatenção causal",
+            np.tril(np.ones((n_tokens, n_tokens))),
+            "chave (posição)",
+        ),
+        (
+            "Codificador-decodificador (T5)\natenção cruzada",
+            np.ones((n_tokens, n_source)),
+            "chave (posição da FONTE)",
+        ),
     ]
     for ax, (title, mask, xlabel) in zip(axes, panels):
         ax.imshow(mask, cmap=cmap, vmin=0, vmax=1)
@@ -48,8 +56,9 @@ def family_masks_figure(n_tokens: int = 6, n_source: int = 5) -> Figure:
     return fig
 
 
-def cross_attention_figure(weights: torch.Tensor, output_chars: Sequence[str], source_chars: Sequence[str],
-                           title: str) -> Figure:
+def cross_attention_figure(
+    weights: torch.Tensor, output_chars: Sequence[str], source_chars: Sequence[str], title: str
+) -> Figure:
     """Atenção cruzada (T, S) desenhada deitada: colunas = saída gerada, linhas = fonte."""
     fig = Figure(figsize=(max(6.0, 0.28 * len(output_chars) + 2), 3.2), layout="constrained")
     ax = fig.add_subplot()
@@ -71,7 +80,12 @@ def training_curves_figure(
     ax = fig.add_subplot()
     ax.plot(history["step"], history["train_loss"], "o-", color=PALETTE[0], label="treino (média do trecho)")
     ax.plot(history["step"], history["val_loss"], "s-", color=PALETTE[1], label="validação")
-    ax.axhline(math.log(vocab_size), ls=":", color=PALETTE[3], label=f"chute uniforme, ln V: {math.log(vocab_size):.2f}")
+    ax.axhline(
+        math.log(vocab_size),
+        ls=":",
+        color=PALETTE[3],
+        label=f"chute uniforme, ln V: {math.log(vocab_size):.2f}",
+    )
     ax.axhline(unigram, ls="--", color="gray", label=f"unigramas (sem contexto): {unigram:.2f}")
     ax.set_xlabel("passo de otimização")
     ax.set_ylabel("entropia cruzada (nats por caractere)")
@@ -97,10 +111,20 @@ def attention_cost_figure(result: dict, slopes: dict[str, float]) -> Figure:
     n = np.asarray(result["seq_len"], dtype=float)
     fig = Figure(figsize=(12, 4), layout="constrained")
     ax_time, ax_count = fig.subplots(1, 2)
-    ax_time.loglog(n, result["naive_s"], "o-", color=PALETTE[3],
-                   label=f"ingênua (matriz n×n): inclinação {_br(slopes['naive_s'])}")
-    ax_time.loglog(n, result["sdpa_s"], "s-", color=PALETTE[0],
-                   label=f"F.scaled_dot_product_attention: inclinação {_br(slopes['sdpa_s'])}")
+    ax_time.loglog(
+        n,
+        result["naive_s"],
+        "o-",
+        color=PALETTE[3],
+        label=f"ingênua (matriz n×n): inclinação {_br(slopes['naive_s'])}",
+    )
+    ax_time.loglog(
+        n,
+        result["sdpa_s"],
+        "s-",
+        color=PALETTE[0],
+        label=f"F.scaled_dot_product_attention: inclinação {_br(slopes['sdpa_s'])}",
+    )
     ref = result["naive_s"][-1] * (n / n[-1]) ** 2
     ax_time.loglog(n, ref, ":", color="gray", label="referência ∝ n²")
     ax_time.set_xscale("log", base=2)
@@ -115,8 +139,13 @@ def attention_cost_figure(result: dict, slopes: dict[str, float]) -> Figure:
     ax_count.set_xlabel("comprimento da sequência n")
     ax_count.set_ylabel("FLOPs", color=PALETTE[2])
     ax_bytes = ax_count.twinx()
-    ax_bytes.loglog(n, np.asarray(result["score_bytes"]) / 2**20, "s--", color=PALETTE[4],
-                    label="matriz de scores: 4·n² bytes")
+    ax_bytes.loglog(
+        n,
+        np.asarray(result["score_bytes"]) / 2**20,
+        "s--",
+        color=PALETTE[4],
+        label="matriz de scores: 4·n² bytes",
+    )
     ax_bytes.set_ylabel("memória dos scores (MiB)", color=PALETTE[4])
     _integer_ticks(ax_count, n)
     ax_count.set_title("Contado à mão (inclinação 2 nos dois)")
@@ -133,8 +162,14 @@ def kaplan_figure(loss_fn, points: dict[str, float], n_min: float = 1e3, n_max: 
     ax = fig.add_subplot()
     ax.plot(ns, [loss_fn(v) for v in ns], color=PALETTE[0], label="L(N) = (N_c / N)^α_N")
     for i, (label, n) in enumerate(points.items()):
-        ax.plot([n], [loss_fn(n)], "o", color=PALETTE[(i + 1) % len(PALETTE)], ms=8,
-                label=f"{label}: N ≈ {n:.1e}, L = {loss_fn(n):.2f}".replace(".", ","))
+        ax.plot(
+            [n],
+            [loss_fn(n)],
+            "o",
+            color=PALETTE[(i + 1) % len(PALETTE)],
+            ms=8,
+            label=f"{label}: N ≈ {n:.1e}, L = {loss_fn(n):.2f}".replace(".", ","),
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ticks = [t for t in (1, 1.5, 2, 3, 4, 5, 6, 8) if loss_fn(n_max) * 0.95 <= t <= loss_fn(n_min) * 1.05]
@@ -148,7 +183,9 @@ def kaplan_figure(loss_fn, points: dict[str, float], n_min: float = 1e3, n_max: 
     return fig
 
 
-def next_char_figure(chars: Sequence[str], dists: dict[str, torch.Tensor], title: str, top: int = 12) -> Figure:
+def next_char_figure(
+    chars: Sequence[str], dists: dict[str, torch.Tensor], title: str, top: int = 12
+) -> Figure:
     """Barras da distribuição do próximo caractere para várias temperaturas."""
     first = next(iter(dists.values()))
     order = torch.argsort(first, descending=True)[:top].tolist()
@@ -157,12 +194,16 @@ def next_char_figure(chars: Sequence[str], dists: dict[str, torch.Tensor], title
     ax = fig.add_subplot()
     width = 0.8 / len(dists)
     for j, (name, p) in enumerate(dists.items()):
-        ax.bar(np.arange(len(order)) + j * width, to_numpy(p)[order], width, label=name,
-               color=PALETTE[j % len(PALETTE)])
+        ax.bar(
+            np.arange(len(order)) + j * width,
+            to_numpy(p)[order],
+            width,
+            label=name,
+            color=PALETTE[j % len(PALETTE)],
+        )
     ax.set_xticks(np.arange(len(order)) + 0.4 - width / 2, labels)
     ax.set_ylabel("probabilidade")
     ax.set_xlabel("próximo caractere (os mais prováveis a T = 1)")
     ax.set_title(title)
     ax.legend(fontsize=8)
     return fig
-

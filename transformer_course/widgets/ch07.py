@@ -27,8 +27,9 @@ class GenerationExplorer:
         self.fig = Figure(figsize=(10, 3.8), layout="constrained")
         ax_text, self.ax_bars = self.fig.subplots(2, 1, height_ratios=[0.45, 1])
         ax_text.axis("off")
-        self.text = ax_text.text(0.0, 1.0, "", va="top", ha="left", family="monospace", fontsize=10,
-                                 transform=ax_text.transAxes)
+        self.text = ax_text.text(
+            0.0, 1.0, "", va="top", ha="left", family="monospace", fontsize=10, transform=ax_text.transAxes
+        )
         self.bars = self.ax_bars.bar(np.arange(top), np.zeros(top), color=PALETTE[0])
         self.ax_bars.set_ylim(0, 1)
         self.ax_bars.set_ylabel("probabilidade")
@@ -36,8 +37,9 @@ class GenerationExplorer:
         self.ax_bars.set_xticks(np.arange(top))
         self.title = ax_text.set_title("", loc="left", fontsize=10)
 
-    def update(self, temperature: float = 0.8, top_k: int = 0, prompt: str = "A atenção ",
-               seed: int = 0) -> Figure:
+    def update(
+        self, temperature: float = 0.8, top_k: int = 0, prompt: str = "A atenção ", seed: int = 0
+    ) -> Figure:
         """Regera o texto com a temperatura e o top-k dados (top_k = 0: sem corte).
 
         Na CPU, roda com uma thread: com um modelo deste tamanho, várias threads disputando
@@ -53,11 +55,11 @@ class GenerationExplorer:
 
     def _update(self, temperature: float, top_k: int, prompt: str, seed: int) -> Figure:
         prompt = prompt or " "
-        ids = self.tokenizer.encode(prompt)[-self.model.max_len:][None].to(self.device)  # (1, T0)
+        ids = self.tokenizer.encode(prompt)[-self.model.max_len :][None].to(self.device)  # (1, T0)
         k = None if top_k <= 0 else int(top_k)
         gen = torch.Generator(device=self.device).manual_seed(int(seed))
         out = generate(self.model, ids, self.n_chars, temperature=temperature, top_k=k, generator=gen)
-        new_text = self.tokenizer.decode(out[0, ids.size(1):])
+        new_text = self.tokenizer.decode(out[0, ids.size(1) :])
         shown = textwrap.fill(prompt + "▌" + new_text.replace("\n", " ¶ "), width=90)
         self.text.set_text(shown)
         with torch.no_grad():
@@ -81,10 +83,17 @@ def generation_widget(model, tokenizer, n_chars: int = 60):
 
     explorer = GenerationExplorer(model, tokenizer, n_chars=n_chars)
     controls = {
-        "temperature": widgets.FloatSlider(value=0.8, min=0.0, max=2.0, step=0.05, description="temperatura",
-                                           continuous_update=False),
-        "top_k": widgets.IntSlider(value=0, min=0, max=tokenizer.vocab_size, description="top-k (0 = sem)",
-                                   continuous_update=False, style={"description_width": "initial"}),
+        "temperature": widgets.FloatSlider(
+            value=0.8, min=0.0, max=2.0, step=0.05, description="temperatura", continuous_update=False
+        ),
+        "top_k": widgets.IntSlider(
+            value=0,
+            min=0,
+            max=tokenizer.vocab_size,
+            description="top-k (0 = sem)",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        ),
         "seed": widgets.IntSlider(value=0, min=0, max=20, description="semente", continuous_update=False),
         "prompt": widgets.Text(value="A atenção ", description="prompt", continuous_update=False),
     }
@@ -93,5 +102,10 @@ def generation_widget(model, tokenizer, n_chars: int = 60):
         display(explorer.update(temperature, top_k, prompt, seed))
 
     output = widgets.interactive_output(show, controls)
-    return widgets.VBox([widgets.HBox([controls["temperature"], controls["top_k"]]),
-                         widgets.HBox([controls["seed"], controls["prompt"]]), output])
+    return widgets.VBox(
+        [
+            widgets.HBox([controls["temperature"], controls["top_k"]]),
+            widgets.HBox([controls["seed"], controls["prompt"]]),
+            output,
+        ]
+    )
