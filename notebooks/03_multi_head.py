@@ -52,8 +52,17 @@ from transformer_course.checks import (
     check_split_heads_hidden,
 )
 from transformer_course.device import get_device, seeded_generator
+from transformer_course.multihead import (
+    SENTENCE,
+    VOCAB,
+    NeighborConfig,
+    divisors,
+    encode_words,
+    load_from_torch,
+    neighbor_batch,
+    train_neighbor_models,
+)
 from transformer_course.multihead import MultiHeadAttention as MultiHeadAttentionRef
-from transformer_course.multihead import NeighborConfig, divisors, load_from_torch, train_neighbor_models
 from transformer_course.multihead import merge_heads as merge_heads_ref
 from transformer_course.multihead import split_heads as split_heads_ref
 
@@ -388,8 +397,16 @@ sum(p.numel() for p in nn.MultiheadAttention(d_model, 8).parameters())
 # token **anterior** e qual é o **seguinte**. O modelo é mínimo — *embedding* do token + posição
 # aprendida, **uma** camada de atenção, e uma leitura linear; sem conexão residual, então tudo o que a
 # posição $t$ sabe dos vizinhos passa pela atenção. Treinamos o mesmo modelo com
-# $H \in \{1, 2, 4, 8, 16\}$ e $d_{model} = 16$, sobre sequências aleatórias de 12 palavras: mesmos dados,
-# mesmos parâmetros.
+# $H \in \{1, 2, 4, 8, 16\}$ e $d_{model} = 16$, sobre sequências aleatórias das 12 palavras de `VOCAB`:
+# mesmos dados, mesmos parâmetros.
+
+# %% [markdown]
+# Um exemplo de sequência de treino e dos seus dois alvos por posição ("—" onde não há vizinho):
+
+# %%
+seq, alvos = neighbor_batch(NeighborConfig(), seeded_generator(0), batch_size=1)  # (1, T), (1, T, 2)
+for rotulo, ids in (("sequência", seq[0]), ("anterior", alvos[0, :, 0]), ("seguinte", alvos[0, :, 1])):
+    print(f"{rotulo:>9}:", " ".join(f"{VOCAB[i] if i >= 0 else '—':>7}" for i in ids.tolist()))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -418,9 +435,8 @@ plots.heads_tradeoff_figure(resultados, cfg.d_model)
 # com sequências aleatórias dessas palavras). Primeiro, duas cabeças:
 
 # %%
-palavras = ["a", "gata", "que", "menina", "adotou", "dormiu", "no", "sofá", "o", "cão", "viu", "casa"]
-tokens = "a gata que a menina adotou dormiu no sofá".split()
-ids_frase = torch.tensor([palavras.index(p) for p in tokens])
+tokens = SENTENCE.split()  # "a gata que a menina adotou dormiu no sofá"
+ids_frase = encode_words(tokens)  # índices no vocabulário do experimento, VOCAB
 with torch.no_grad():
     _, pesos_2 = resultados[2]["model"](ids_frase.view(1, -1))  # (1, H, T, T)
 plots.head_grid(pesos_2[0], tokens, "Duas cabeças: cada uma olha para um vizinho")
@@ -455,7 +471,7 @@ plots.head_grid(pesos_1[0], tokens, "Uma cabeça: os pesos se dividem entre os d
 # NBVAL_IGNORE_OUTPUT
 from transformer_course.widgets import heads_widget
 
-heads_widget(ids_frase, tokens, resultados, cfg)
+heads_widget(SENTENCE, resultados, cfg)
 
 # %% [markdown]
 # ## 9. Perguntas abertas (corrigidas à mão)

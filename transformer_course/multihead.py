@@ -24,7 +24,10 @@ __all__ = [
     "MultiHeadAttention",
     "NeighborConfig",
     "NeighborModel",
+    "SENTENCE",
+    "VOCAB",
     "divisors",
+    "encode_words",
     "load_from_torch",
     "merge_heads",
     "neighbor_batch",
@@ -147,7 +150,7 @@ def divisors(n: int) -> list[int]:
 class NeighborConfig:
     """Configuração do experimento dos vizinhos (pequeno de propósito: treina em segundos)."""
 
-    vocab_size: int = 12  # palavras do vocabulário (as da frase de exemplo)
+    vocab_size: int = 12  # palavras do vocabulário (len(VOCAB): as da frase de exemplo e mais algumas)
     seq_len: int = 9  # comprimento das sequências de treino
     d_model: int = 16  # largura; os números de cabeças possíveis são os divisores
     steps: int = 80  # passos de Adam por modelo
@@ -157,6 +160,16 @@ class NeighborConfig:
 
 
 IGNORE = -100  # alvo ignorado pela entropia cruzada (não há vizinho na borda)
+VOCAB = ("a", "gata", "que", "menina", "adotou", "dormiu", "no", "sofá", "o", "cão", "viu", "casa")
+SENTENCE = "a gata que a menina adotou dormiu no sofá"  # a frase dos mapas de calor
+
+
+def encode_words(words: list[str]) -> torch.Tensor:
+    """Os índices das palavras em :data:`VOCAB` (LongTensor (T,))."""
+    unknown = [w for w in words if w not in VOCAB]
+    if unknown:
+        raise ValueError(f"palavras fora do vocabulário do experimento: {unknown}; use só {list(VOCAB)}.")
+    return torch.tensor([VOCAB.index(w) for w in words])
 
 
 def neighbor_batch(cfg: NeighborConfig, generator: torch.Generator, batch_size: int | None = None):

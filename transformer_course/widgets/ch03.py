@@ -2,66 +2,119 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
+from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from ..multihead import NeighborConfig, divisors, train_neighbor_models
-from ..plots.ch03 import head_grid
+from ..multihead import SENTENCE, NeighborConfig, divisors, encode_words, train_neighbor_models
+from ..plots import SEQUENTIAL
 
-__all__ = ["HeadsExplorer", "heads_widget"]
+__all__ = ["BENCH", "HeadsExplorer", "heads_widget"]
+
+GAP = 2  # células vazias entre os mapas de duas cabeças
+
+
+def _tile(weights: np.ndarray, cols: int) -> np.ndarray:
+    """Põe os mapas (H, T, T) numa grade só, separados por NaN (um único ``imshow`` é bem mais rápido)."""
+    H, T, _ = weights.shape
+    rows = math.ceil(H / cols)
+    step = T + GAP
+    canvas = np.full((rows * step - GAP, cols * step - GAP), np.nan)
+    for h in range(H):
+        r, c = divmod(h, cols)
+        canvas[r * step : r * step + T, c * step : c * step + T] = weights[h]
+    return canvas
 
 
 class HeadsExplorer:
     """Para cada número de cabeças H (divisor de d_model): os mapas de cada cabeça e os parâmetros.
 
-    Os modelos da tarefa dos vizinhos são treinados (ou recebidos prontos) e as figuras, uma
-    por H, montadas na construção; ``update`` só escolhe a figura e ajusta o título.
+    Os modelos da tarefa dos vizinhos são treinados (ou recebidos prontos) e os pesos sobre a frase
+    calculados na construção; ``update`` troca a imagem, os rótulos e os textos de uma figura só.
     """
 
     def __init__(
         self,
-        sentence_ids: torch.Tensor,
-        tokens: list[str],
+        sentence: str = SENTENCE,
         results: dict[int, dict] | None = None,
         cfg: NeighborConfig | None = None,
     ):
-        cfg = cfg or NeighborConfig()
-        self.cfg = cfg
-        self.heads = divisors(cfg.d_model)
-        self.results = results if results is not None else train_neighbor_models(self.heads, cfg)
-        self.figures: dict[int, Figure] = {}
-        self.titles = {}
+        self.cfg = cfg or NeighborConfig()
+        self.heads = divisors(self.cfg.d_model)
+        self.results = results if results is not None else train_neighbor_models(self.heads, self.cfg)
+        self.tokens = sentence.split()
+        ids = encode_words(self.tokens).view(1, -1)
+        self.weights = {}
         for h in self.heads:
-            model = self.results[h]["model"]
             with torch.no_grad():
-                _, weights = model(sentence_ids.view(1, -1))  # (1, H, T, T)
-            n_params = self.results[h]["n_attention_params"]
-            title = (
-                f"H = {h} {'cabeça' if h == 1 else 'cabeças'}, d_k = {cfg.d_model // h}; acurácia na "
-                f"tarefa dos vizinhos: {self.results[h]['accuracy']:.0%}\n{n_params} parâmetros na "
-                f"atenção (4·{cfg.d_model}² + 4·{cfg.d_model}), os mesmos para todo H"
-            )
-            self.figures[h] = head_grid(weights[0], tokens, title)
-            self.titles[h] = title
+                _, w = self.results[h]["model"](ids)  # (1, H, T, T)
+            self.weights[h] = w[0].numpy()
+
+        self.fig = Figure(figsize=(10, 7.2))
+        self.ax = self.fig.add_axes((0.1, 0.1, 0.72, 0.76))
+        cax = self.fig.add_axes((0.86, 0.2, 0.02, 0.56))
+        cmap = colormaps[SEQUENTIAL].with_extremes(bad="white")  # NaN (entre as cabeças) em branco
+        self.image = self.ax.imshow(np.zeros((1, 1)), cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
+        self.fig.colorbar(self.image, cax=cax, label="peso")
+        for side in ("top", "right", "bottom", "left"):
+            self.ax.spines[side].set_visible(False)
+        self.ax.set_xlabel("chave (palavra atendida)")
+        self.ax.set_ylabel("consulta")
+        self.suptitle = self.fig.suptitle("", fontsize=11)
+        self.labels: list = []
+        self.update(2)
 
     def update(self, n_heads: int) -> Figure:
-        """Devolve a figura de ``n_heads`` cabeças (o desenho acontece ao exibi-la)."""
-        if n_heads not in self.figures:
+        """Mostra os mapas das ``n_heads`` cabeças e devolve a figura (o desenho acontece ao exibi-la)."""
+        if n_heads not in self.weights:
             raise ValueError(f"n_heads = {n_heads} não divide d_model = {self.cfg.d_model}.")
-        return self.figures[n_heads]
+        T = len(self.tokens)
+        cols = min(n_heads, 4)
+        rows = math.ceil(n_heads / cols)
+        canvas = _tile(self.weights[n_heads], cols)
+        self.image.set_data(np.ma.masked_invalid(canvas))
+        self.image.set_extent((-0.5, canvas.shape[1] - 0.5, canvas.shape[0] - 0.5, -0.5))
+        step = T + GAP
+        font = 8 if n_heads <= 4 else 7
+        # rótulos só na primeira coluna e na primeira linha da grade (são as mesmas palavras em todas)
+        self.ax.set_xticks(range(T), self.tokens, rotation=70, fontsize=font)
+        self.ax.set_yticks(range(T), self.tokens, fontsize=font)
+        self.ax.set_xlim(-0.5, cols * step - GAP - 0.5)
+        self.ax.set_ylim(rows * step - GAP - 0.5, -0.5)
+        for label in self.labels:
+            label.remove()
+        self.labels = [
+            self.ax.text(
+                c * step + (T - 1) / 2,
+                r * step - 0.7,
+                f"cabeça {h + 1}",
+                ha="center",
+                va="bottom",
+                fontsize=9,
+            )
+            for h, (r, c) in enumerate(divmod(h, cols) for h in range(n_heads))
+        ]
+        result = self.results[n_heads]
+        d = self.cfg.d_model
+        self.suptitle.set_text(
+            f"H = {n_heads} {'cabeça' if n_heads == 1 else 'cabeças'}, d_k = {d // n_heads}; acurácia na tarefa "
+            f"dos vizinhos: {result['accuracy']:.0%}\n{result['n_attention_params']} parâmetros na atenção "
+            f"(4·{d}² + 4·{d}), os mesmos para todo H"
+        )
+        return self.fig
 
 
 def heads_widget(
-    sentence_ids: torch.Tensor,
-    tokens: list[str],
-    results: dict[int, dict] | None = None,
-    cfg: NeighborConfig | None = None,
+    sentence: str = SENTENCE, results: dict[int, dict] | None = None, cfg: NeighborConfig | None = None
 ):
-    """Controle deslizante do número de cabeças ligado a um :class:`HeadsExplorer`."""
+    """Controle deslizante do número de cabeças (divisores de d_model) ligado a um :class:`HeadsExplorer`."""
     import ipywidgets as widgets
     from IPython.display import display
 
-    explorer = HeadsExplorer(sentence_ids, tokens, results, cfg)
+    explorer = HeadsExplorer(sentence, results, cfg)
     slider = widgets.SelectionSlider(
         options=explorer.heads,
         value=2,
@@ -75,3 +128,6 @@ def heads_widget(
 
     output = widgets.interactive_output(show, {"n_heads": slider})
     return widgets.VBox([slider, output])
+
+
+BENCH = [(HeadsExplorer, [{"n_heads": h} for h in divisors(NeighborConfig().d_model)])]
