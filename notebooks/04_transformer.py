@@ -57,6 +57,7 @@ from transformer_course.checks import (
 from transformer_course.device import get_device, seeded_generator
 from transformer_course.layers import DecoderLayer as DecoderLayerRef
 from transformer_course.layers import EncoderLayer as EncoderLayerRef
+from transformer_course.layers import FeedForward as FeedForwardRef
 from transformer_course.layers import (
     TransformerClassifier,
     ln_gradient_experiment,
@@ -222,16 +223,21 @@ a_mao = (x - mu) / torch.sqrt(var + ln.eps) * ln.weight + ln.bias
 # $$x \leftarrow x + \mathrm{MHA}(\mathrm{LN}_1(x), \mathrm{LN}_1(x), \mathrm{LN}_1(x)),
 # \qquad x \leftarrow x + \mathrm{FFN}(\mathrm{LN}_2(x)) .$$
 #
-# Em Pre-LN, a soma residual **nunca** é normalizada dentro da pilha: o "fluxo residual" $x$ passa
-# de camada em camada só recebendo somas. Por isso modelos Pre-LN têm uma LayerNorm **final**,
-# depois da última camada. Em Post-LN, a saída de cada camada já sai normalizada.
+# Em Pre-LN, a soma residual **nunca** é normalizada dentro da pilha: o fluxo residual
+# (*residual stream*) $x$ passa de camada em camada só recebendo somas. Por isso modelos Pre-LN
+# têm uma LayerNorm **final**, depois da última camada. Em Post-LN, a saída de cada camada já sai normalizada.
 #
 # ### Exercício 2 — `EncoderLayer` (4 pontos)
 #
 # Escreva `EncoderLayer(d_model, n_heads, d_ff, dropout=0.0, norm_first=True)` com os atributos
-# `self_attn` (a `MultiHeadAttention` do capítulo 3, já importada do pacote), `ffn` (a sua
-# `FeedForward`), `norm1` e `norm2` (`nn.LayerNorm(d_model)`); `forward(x, mask=None)` devolve
-# `(x, weights)`, com `weights` $(B, H, T, T)$ os pesos da autoatenção.
+# `self_attn` (a `MultiHeadAttention` do capítulo 3, já importada do pacote), `ffn`
+# (`FeedForwardRef(d_model, d_ff, dropout)`), `norm1` e `norm2` (`nn.LayerNorm(d_model)`);
+# `forward(x, mask=None)` devolve `(x, weights)`, com `weights` $(B, H, T, T)$ os pesos da
+# autoatenção.
+#
+# - `FeedForwardRef` é a FFN do pacote, com a mesma interface da sua; usamos a dela para que um
+#   erro no exercício 1 não derrube os exercícios 2 e 3 (quando a sua passa nos testes, as duas
+#   dão o mesmo resultado).
 #
 # - `norm_first=True` é Pre-LN; `False`, Post-LN. `norm1` acompanha a atenção, `norm2` a FFN.
 # - `mask` é booleana, **True = pode atender**, e vai como está para `self_attn` (que aceita
@@ -250,7 +256,7 @@ class EncoderLayer(nn.Module):
         ### BEGIN SOLUTION
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.ffn = FeedForward(d_model, d_ff, dropout)
+        self.ffn = FeedForwardRef(d_model, d_ff, dropout)
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
         ### END SOLUTION
@@ -317,7 +323,7 @@ diferencas
 #
 # Vamos medir isso. Para cada profundidade de 1 a 12, montamos uma pilha de camadas do codificador
 # com pesos de Xavier, entradas aleatórias, uma leitura linear e a entropia cruzada contra alvos
-# sorteados; fazemos **um** *backward* (nenhum passo de treino) e medimos $\lVert\partial L/\partial W^2\rVert$
+# sorteados; fazemos **uma** retropropagação (nenhum passo de treino) e medimos $\lVert\partial L/\partial W^2\rVert$
 # em cada camada, na média de 3 sementes. Leva alguns segundos.
 
 # %%
@@ -407,7 +413,8 @@ ln_gradient_widget(resultados)
 # ### Exercício 3 — `DecoderLayer` (4 pontos)
 #
 # Escreva `DecoderLayer(d_model, n_heads, d_ff, dropout=0.0, norm_first=True)` com os atributos
-# `self_attn`, `cross_attn` (duas `MultiHeadAttention`), `ffn`, `norm1`, `norm2`, `norm3`;
+# `self_attn`, `cross_attn` (duas `MultiHeadAttention`), `ffn` (`FeedForwardRef`), `norm1`, `norm2`,
+# `norm3`;
 # `forward(x, memory, tgt_mask=None, memory_mask=None)` devolve `(x, self_weights, cross_weights)`.
 # `x` é $(B, T, D)$ e `memory` $(B, S, D)$, com $T \ne S$ em geral. A correção compara com
 # `nn.TransformerDecoderLayer` (cuja atenção cruzada se chama `multihead_attn`).
@@ -422,7 +429,7 @@ class DecoderLayer(nn.Module):
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.ffn = FeedForward(d_model, d_ff, dropout)
+        self.ffn = FeedForwardRef(d_model, d_ff, dropout)
         self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
         self.drop1, self.drop2, self.drop3 = (nn.Dropout(dropout) for _ in range(3))
         ### END SOLUTION
