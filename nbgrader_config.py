@@ -65,3 +65,13 @@ c.HTMLExporter.extra_template_basedirs = [
     os.path.join(_COURSE_PKG, "templates"),
     os.path.join(_NBGRADER_PKG, "server_extensions", "formgrader", "templates"),
 ]
+
+# ------------------------------------------------------------------ entregas baixadas de um AVA (zip_collect)
+# `nbgrader zip_collect NN_nome` lê grading/downloaded/NN_nome/archive/ (zips ou arquivos soltos).
+# O padrão abaixo é o do Moodle ("Baixar todas as submissões", com ou sem uma pasta por aluno):
+#   "Maria Silva_12345_assignsubmission_file_/02_atencao.ipynb" -> aluno 12345, notebook 02_atencao.ipynb
+# Para outro AVA, troque a expressão (grupos obrigatórios: student_id e file_id).
+c.ZipCollectApp.downloaded_directory = "grading/downloaded"
+c.FileNameCollectorPlugin.named_regexp = (
+    r".*_(?P<student_id>\d+)_assignsubmission_file_/?(?P<file_id>[^/]+\.ipynb)$"
+)

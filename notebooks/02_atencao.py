@@ -168,9 +168,11 @@ check_scaled_dot_product_attention(scaled_dot_product_attention)
 # %% nbgrader={"grade": true, "grade_id": "test_sdpa_hidden", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (float64, 2-D, gradientes, entradas não contíguas...).
 ### BEGIN HIDDEN TESTS
-from transformer_course.checks import check_scaled_dot_product_attention_hidden
+# Resistência a adulterações: a verificação vem de uma importação nova (do disco), depois de
+# conferir que o notebook não trocou as verificações nem as funções do PyTorch que elas usam.
+from transformer_course.grading import fresh_check
 
-check_scaled_dot_product_attention_hidden(scaled_dot_product_attention)
+fresh_check("ch02", "check_scaled_dot_product_attention_hidden", globals())(scaled_dot_product_attention)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -271,9 +273,11 @@ check_attention_entropy(attention_entropy)
 # %% nbgrader={"grade": true, "grade_id": "test_entropy_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (4-D, float64, pesos nulos, vetor 1-D).
 ### BEGIN HIDDEN TESTS
-from transformer_course.checks import check_attention_entropy_hidden
+# Resistência a adulterações: a verificação vem de uma importação nova (do disco), depois de
+# conferir que o notebook não trocou as verificações nem as funções do PyTorch que elas usam.
+from transformer_course.grading import fresh_check
 
-check_attention_entropy_hidden(attention_entropy)
+fresh_check("ch02", "check_attention_entropy_hidden", globals())(attention_entropy)
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -38,15 +38,17 @@ IGNORE = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "devolutiva
 
 
 def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([nbgrader_exe(), *args], cwd=course, env=nbgrader_env(), capture_output=True,
-                          text=True, timeout=3600)
+    return subprocess.run(
+        [nbgrader_exe(), *args], cwd=course, env=nbgrader_env(), capture_output=True, text=True, timeout=3600
+    )
 
 
 def wrap(text: str, indent: str = "      ", width: int = 100) -> str:
     lines = []
     for raw in text.splitlines() or [""]:
-        lines.extend(textwrap.wrap(raw, width - len(indent), break_long_words=False,
-                                   break_on_hyphens=False) or [""])
+        lines.extend(
+            textwrap.wrap(raw, width - len(indent), break_long_words=False, break_on_hyphens=False) or [""]
+        )
     return "\n".join(indent + line for line in lines)
 
 
@@ -71,15 +73,18 @@ def grade(names: list[str], workspace: Path, feedback_dir: Path) -> int:
     results = {}
     started = time.perf_counter()
     if todo:
-        print(f"Corrigindo {', '.join(todo)} com os testes visíveis e ocultos (nbgrader autograde)...",
-              flush=True)
+        print(
+            f"Corrigindo {', '.join(todo)} com os testes visíveis e ocultos (nbgrader autograde)...",
+            flush=True,
+        )
         with tempfile.TemporaryDirectory(prefix="correcao-") as tmp:
             course = Path(tmp)
             shutil.copy2(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
             for name in todo:
                 shutil.copytree(ROOT / "source" / name, course / "source" / name, ignore=IGNORE)
-                shutil.copytree(workspace / name, course / "grading" / "submitted" / STUDENT / name,
-                                ignore=IGNORE)
+                shutil.copytree(
+                    workspace / name, course / "grading" / "submitted" / STUDENT / name, ignore=IGNORE
+                )
             run = nbgrader(course, "generate_assignment", "*", "--force")
             if run.returncode != 0:
                 print("Falha ao preparar o gradebook temporário (nbgrader generate_assignment):")
@@ -94,8 +99,9 @@ def grade(names: list[str], workspace: Path, feedback_dir: Path) -> int:
                     graded = course / "grading" / "autograded" / STUDENT / name / f"{name}.ipynb"
                     if not graded.exists():
                         tail = [ln for ln in auto.stderr.splitlines() if "ERROR" in ln or "Error" in ln]
-                        problems[name] = ("o nbgrader não conseguiu corrigir este notebook"
-                                          + (f": {tail[-1][-300:]}" if tail else ""))
+                        problems[name] = "o nbgrader não conseguiu corrigir este notebook" + (
+                            f": {tail[-1][-300:]}" if tail else ""
+                        )
                         continue
                     results[name] = read_results(graded, gb, name, STUDENT)
                     html = course / "grading" / "feedback" / STUDENT / name / f"{name}.html"
@@ -135,15 +141,23 @@ def grade(names: list[str], workspace: Path, feedback_dir: Path) -> int:
             for err in res.other_errors[:5]:
                 print(wrap(err, "    - ", 100).replace("    - ", "    - ", 1))
         _, manual_max = res.manual
-        print(f"  automático: {fmt_points(got, most)}"
-              + (f"; a corrigir: {fmt_points(None, manual_max)} em questões abertas" if manual_max else ""))
+        print(
+            f"  automático: {fmt_points(got, most)}"
+            + (f"; a corrigir: {fmt_points(None, manual_max)} em questões abertas" if manual_max else "")
+        )
         if (feedback_dir / f"{name}.html").exists():
             print(f"  devolutiva: {feedback_dir / f'{name}.html'}")
         print()
-    print(f"Total automático: {fmt_points(*total)} pontos"
-          + (f" (+ até {fmt_points(manual_total, manual_total).split('/')[0]} nas questões abertas, "
-             "corrigidas por uma pessoa)" if manual_total else "")
-          + f". Tempo: {elapsed:.0f} s.")
+    print(
+        f"Total automático: {fmt_points(*total)} pontos"
+        + (
+            f" (+ até {fmt_points(manual_total, manual_total).split('/')[0]} nas questões abertas, "
+            "corrigidas por uma pessoa)"
+            if manual_total
+            else ""
+        )
+        + f". Tempo: {elapsed:.0f} s."
+    )
     print("Seus arquivos não foram alterados: a correção rodou numa cópia temporária.")
     return 1 if problems and not results else 0
 
@@ -152,8 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("chapters", nargs="*", help="capítulos (NN_nome); sem nada, todos")
     parser.add_argument("--aluno", type=Path, default=ROOT / "aluno", help="pasta de trabalho (aluno/)")
-    parser.add_argument("--devolutivas", type=Path, default=None,
-                        help="onde gravar as devolutivas HTML (padrão: <aluno>/devolutivas)")
+    parser.add_argument(
+        "--devolutivas",
+        type=Path,
+        default=None,
+        help="onde gravar as devolutivas HTML (padrão: <aluno>/devolutivas)",
+    )
     args = parser.parse_args(argv)
     feedback_dir = args.devolutivas or args.aluno / "devolutivas"
     return grade(args.chapters, args.aluno.resolve(), feedback_dir.resolve())

@@ -42,8 +42,9 @@ AUTOGRADED = ROOT / "grading" / "autograded"
 
 
 def nbgrader(*args: str, timeout: int = 6 * 3600) -> subprocess.CompletedProcess:
-    return subprocess.run([nbgrader_exe(), *args], cwd=ROOT, env=nbgrader_env(), capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [nbgrader_exe(), *args], cwd=ROOT, env=nbgrader_env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _log_reason(log: str, student: str, chapter: str) -> str:
@@ -56,11 +57,13 @@ def _log_reason(log: str, student: str, chapter: str) -> str:
             start = i
     if start is None:
         return "o nbgrader não gerou a versão corrigida (veja grading/autograde.log)"
-    block = lines[start:start + 80]
+    block = lines[start : start + 80]
     text = "\n".join(block)
     if "became unresponsive" in text or "UnresponsiveKernelError" in text:
-        return ("o kernel não respondeu nem à interrupção (um laço que ignora Ctrl-C, ou memória "
-                "esgotada): o nbgrader desistiu desta entrega")
+        return (
+            "o kernel não respondeu nem à interrupção (um laço que ignora Ctrl-C, ou memória "
+            "esgotada): o nbgrader desistiu desta entrega"
+        )
     if "NotJSONError" in text:
         return "o notebook não é um JSON válido"
     if "DeadKernelError" in text or "Kernel died" in text:
@@ -85,19 +88,66 @@ def ensure_assignment(chapter: str) -> str | None:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        run = nbgrader("generate_assignment", chapter, "--force",
-                       f"--CourseDirectory.release_directory={tmp}")
+        run = nbgrader(
+            "generate_assignment", chapter, "--force", f"--CourseDirectory.release_directory={tmp}"
+        )
     if run.returncode != 0:
         return f"nbgrader generate_assignment {chapter} falhou:\n{run.stderr[-2000:]}"
     return None
+
+
+DB_ERRORS = (
+    "database is locked",
+    "OperationalError",
+    "IntegrityError",
+    "error accessing the nbgrader database",
+)
+
+
+def autograde_parallel(chapter: str, students: list[str], jobs: int, extra: list[str]) -> tuple[str, int]:
+    """Um ``nbgrader autograde --student X`` por aluno, ``jobs`` de cada vez, no mesmo gradebook SQLite.
+
+    Cada processo escreve só as linhas do seu aluno; os alunos são criados antes, aqui, para que
+    dois processos não tentem criar a mesma linha. Um processo que falhar por acesso ao banco
+    (``database is locked``) é refeito depois, sozinho. Devolve o log e quantos foram refeitos.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{ROOT / 'grading' / 'gradebook.db'}") as gb:
+        for student in students:
+            gb.update_or_create_student(student)
+
+    def one(student: str) -> subprocess.CompletedProcess:
+        return nbgrader("autograde", chapter, f"--student={student}", *extra)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        runs = dict(zip(students, pool.map(one, students)))
+    retried = 0
+    for student, run in runs.items():
+        if run.returncode != 0 and any(err in run.stderr for err in DB_ERRORS):
+            retried += 1
+            runs[student] = one(student)
+    return "\n".join(f"--- {s}\n{r.stderr}" for s, r in runs.items()), retried
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("chapters", nargs="*", help="capítulos (NN_nome); sem nada, todos")
     parser.add_argument("--force", action="store_true", help="corrige de novo o que já foi corrigido")
-    parser.add_argument("--timeout", type=int, default=None,
-                        help="limite por célula em segundos (padrão: Execute.timeout do nbgrader_config.py)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="processos do nbgrader em paralelo, um aluno por processo (padrão: 1)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=int,
+        default=None,
+        help="limite por célula em segundos (padrão: Execute.timeout do nbgrader_config.py)",
+    )
     args = parser.parse_args(argv)
 
     available = chapters(ROOT)
@@ -108,14 +158,17 @@ def main(argv: list[str] | None = None) -> int:
     names = args.chapters or available
     students = sorted(p.name for p in SUBMITTED.glob("*") if p.is_dir()) if SUBMITTED.exists() else []
     if not students:
-        print(f"Nenhuma entrega em {SUBMITTED.relative_to(ROOT)}/<aluno>/<capítulo>/ "
-              "(use `nbgrader collect` ou `nbgrader zip_collect`; veja grading/README.md).")
+        print(
+            f"Nenhuma entrega em {SUBMITTED.relative_to(ROOT)}/<aluno>/<capítulo>/ "
+            "(use `nbgrader collect` ou `nbgrader zip_collect`; veja grading/README.md)."
+        )
         return 0
 
     status: dict[tuple[str, str], str] = {}
     failures: list[tuple[str, str, str]] = []
     timings: dict[str, tuple[float, int]] = {}
     extra = [f"--Execute.timeout={args.timeout}"] if args.timeout else []
+    retries = 0
     log_path = ROOT / "grading" / "autograde.log"
     log_path.parent.mkdir(exist_ok=True)
     logs = []
@@ -138,14 +191,26 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             print(problem)
             return 1
-        print(f"{chapter}: corrigindo {len(pending)} entrega(s)...", flush=True)
+        print(
+            f"{chapter}: corrigindo {len(pending)} entrega(s)"
+            + (f" em {args.jobs} processos" if args.jobs > 1 else "")
+            + "...",
+            flush=True,
+        )
         started = time.perf_counter()
-        run = nbgrader("autograde", chapter, "--create", *(["--force"] if args.force else []), *extra)
+        force = ["--force"] if args.force else []
+        if args.jobs > 1:
+            stderr, retried = autograde_parallel(chapter, pending, args.jobs, [*force, *extra])
+            retries += retried
+            run = subprocess.CompletedProcess([], 0, "", stderr)
+        else:
+            run = nbgrader("autograde", chapter, "--create", *force, *extra)
         timings[chapter] = (time.perf_counter() - started, len(pending))
         logs.append(f"===== nbgrader autograde {chapter} (código {run.returncode})\n{run.stderr}")
         feedback = nbgrader("generate_feedback", chapter, *(["--force"] if args.force else []))
-        logs.append(f"===== nbgrader generate_feedback {chapter} (código {feedback.returncode})\n"
-                    f"{feedback.stderr}")
+        logs.append(
+            f"===== nbgrader generate_feedback {chapter} (código {feedback.returncode})\n{feedback.stderr}"
+        )
         from nbgrader.api import Gradebook
 
         with Gradebook(f"sqlite:///{ROOT / 'grading' / 'gradebook.db'}") as gb:
@@ -167,11 +232,16 @@ def main(argv: list[str] | None = None) -> int:
                 status[student, chapter] = fmt_points(got, most) + mark
                 for cell in res.cells:
                     if cell.failed:
-                        first = (cell.reason.splitlines() or ["sem mensagem"])
+                        first = cell.reason.splitlines() or ["sem mensagem"]
                         why = next((ln for ln in first if ln.startswith("Diagnóstico")), first[0])
-                        failures.append((student, chapter,
-                                         f"{cell.label} ({cell.kind}) {fmt_points(cell.score, cell.max_score)}: "
-                                         f"{why[:200]}"))
+                        failures.append(
+                            (
+                                student,
+                                chapter,
+                                f"{cell.label} ({cell.kind}) {fmt_points(cell.score, cell.max_score)}: "
+                                f"{why[:200]}",
+                            )
+                        )
     log_path.write_text("\n".join(logs))
     export = nbgrader("export", f"--to={ROOT / 'grading' / 'notas.csv'}")
 
@@ -181,8 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     cols = [max(len(c), 8) + 2 for c in names]
     print("aluno".ljust(width) + "".join(c.ljust(w) for c, w in zip(names, cols)))
     for student in students:
-        print(student.ljust(width) + "".join(status.get((student, c), "—").ljust(w)
-                                             for c, w in zip(names, cols)))
+        print(
+            student.ljust(width)
+            + "".join(status.get((student, c), "—").ljust(w) for c, w in zip(names, cols))
+        )
     print("\n(pontos automáticos; * = questões abertas a corrigir no formgrader; — = não entregou)")
     errors = [f for f in failures if status.get((f[0], f[1])) == "ERRO"]
     lost = [f for f in failures if status.get((f[0], f[1])) != "ERRO"]
@@ -194,10 +266,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nTestes que falharam ({len(lost)}):")
         for student, chapter, reason in lost:
             print(f"  {student} / {chapter}: {reason}")
+    if args.jobs > 1:
+        print(
+            f"paralelo: {args.jobs} processos; {retries} entrega(s) refeita(s) em sequência "
+            "por erro de acesso ao gradebook"
+        )
     for chapter, (secs, n) in timings.items():
         print(f"tempo de {chapter}: {secs:.0f} s para {n} entrega(s) ({secs / n:.1f} s por entrega)")
-    print(f"log do nbgrader: {log_path.relative_to(ROOT)}; devolutivas: grading/feedback/; "
-          + ("notas: grading/notas.csv" if export.returncode == 0 else "export falhou (veja o log)"))
+    print(
+        f"log do nbgrader: {log_path.relative_to(ROOT)}; devolutivas: grading/feedback/; "
+        + ("notas: grading/notas.csv" if export.returncode == 0 else "export falhou (veja o log)")
+    )
     return 0
 
 

@@ -84,16 +84,16 @@ def _inside(obj, package_dir: str) -> bool:
     return bool(filename) and os.path.realpath(filename).startswith(os.path.realpath(package_dir))
 
 
-def verify_grading_environment(namespace: dict | None = None) -> None:
+def verify_grading_environment(namespace: dict | None = None, checks_module=None) -> None:
     """Confere as peças de que as verificações dependem; levanta :class:`TamperingDetected`.
 
     - ``torch.testing.assert_close`` é a do PyTorch e ainda recusa tensores diferentes;
     - ``torch.allclose``/``isclose``/``equal`` e ``F.scaled_dot_product_attention`` (oráculo)
       são as funções nativas do PyTorch;
     - ``isinstance``, ``len``, ``getattr`` e ``AssertionError`` são os do Python;
-    - no ``namespace`` do notebook (``globals()``), todo nome ``check_*`` que também existe em
-      ``transformer_course.checks`` ainda aponta para uma função do pacote (não foi trocado por
-      uma função do aluno).
+    - no ``namespace`` do notebook (``globals()``), toda verificação de ``checks_module`` (o
+      ``__all__`` do capítulo) ainda aponta para uma função do pacote, e não para uma função
+      escrita no notebook.
 
     Limite conhecido: o código do aluno roda no mesmo processo e pode, com esforço, enganar
     qualquer verificação feita dentro dele (veja ``grading/README.md``).
@@ -134,11 +134,9 @@ def verify_grading_environment(namespace: dict | None = None) -> None:
             raise _tampered(f"a função `{name}` do Python foi substituída")
     if builtins.AssertionError is not AssertionError or AssertionError.__module__ != "builtins":
         raise _tampered("`AssertionError` foi substituída")
-    if namespace is not None:
-        import transformer_course.checks as checks
-
+    if namespace is not None and checks_module is not None:
         package_dir = os.path.dirname(os.path.abspath(__file__))
-        for name in checks.__all__:
+        for name in getattr(checks_module, "__all__", []):
             value = namespace.get(name)
             if value is not None and not _inside(value, package_dir):
                 raise _tampered(f"a verificação `{name}` foi trocada por outra função no notebook")
@@ -149,16 +147,16 @@ def fresh_check(chapter: str, name: str, namespace: dict | None = None):
 
     Para as células de testes ocultos: confere o ambiente (:func:`verify_grading_environment`),
     tira de ``sys.modules`` o corretor (``transformer_course.feedback`` e
-    ``transformer_course.checks.*``) e o importa de novo a partir dos arquivos. Assim, trocar
+    ``transformer_course.checks.<chapter>``) e o importa de novo a partir dos arquivos. Assim, trocar
     ``transformer_course.checks.check_x_hidden`` (ou uma função de ``feedback``) por uma função
     que não faz nada, antes dos testes, não tem efeito.
     """
-    for module in list(sys.modules):
-        if module == "transformer_course.feedback" or module.startswith("transformer_course.checks"):
-            del sys.modules[module]
+    fresh = f"transformer_course.checks.{chapter}"
+    for module in ("transformer_course.feedback", fresh):
+        sys.modules.pop(module, None)
     importlib.invalidate_caches()
-    module = importlib.import_module(f"transformer_course.checks.{chapter}")
-    verify_grading_environment(namespace)
+    module = importlib.import_module(fresh)
+    verify_grading_environment(namespace, module)
     return getattr(module, name)
 
 
@@ -251,8 +249,10 @@ def explain_error(ename: str, evalue: str) -> str:
     if ename == "NameError":
         name = re.search(r"name '(\w+)'", evalue)
         what = f"`{name.group(1)}`" if name else "um nome"
-        return (f"{what} não existe quando o teste roda (NameError): a função foi renomeada, ou a "
-                "célula que a define deu erro (veja os erros em outras células).")
+        return (
+            f"{what} não existe quando o teste roda (NameError): a função foi renomeada, ou a "
+            "célula que a define deu erro (veja os erros em outras células)."
+        )
     if ename in ("CellTimeoutError", "KeyboardInterrupt", "TimeoutError"):
         return "tempo esgotado: a célula não terminou no limite de tempo por célula (laço infinito?)."
     if ename == "SyntaxError":
@@ -267,8 +267,10 @@ def cell_failure(cell) -> str:
             return explain_error(output.get("ename", ""), output.get("evalue", ""))
     for output in cell.get("outputs", []):
         if output.get("output_type") == "stream" and output.get("name") == "stderr":
-            return ("a célula escreveu em stderr, e o nbgrader zera uma célula de teste que escreve em "
-                    f"stderr: {_short(''.join(output.get('text', '')), 200)}")
+            return (
+                "a célula escreveu em stderr, e o nbgrader zera uma célula de teste que escreve em "
+                f"stderr: {_short(''.join(output.get('text', '')), 200)}"
+            )
     return ""
 
 

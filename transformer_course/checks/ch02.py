@@ -39,6 +39,54 @@ SDPA = "scaled_dot_product_attention"
 ENTROPY = "attention_entropy"
 
 
+# ---------------------------------------------------------------- resistência a adulterações
+
+
+class _reference_calls:
+    """Registra, durante o bloco ``with``, chamadas a código de ``transformer_course/attention.py``.
+
+    Pega a função do aluno que apenas delega à implementação de referência do pacote, mesmo por
+    um apelido ou um invólucro (``lambda *a: attention_ref(*a)``): compara o arquivo do código
+    chamado, não a identidade do objeto (que muda se o módulo for importado de novo).
+    """
+
+    def __init__(self):
+        import os
+        import sys
+
+        self._sys = sys
+        self._file = os.path.realpath(reference.__file__)
+        self.used: list[str] = []
+
+    def _profile(self, frame, event, arg):
+        if event == "call" and frame.f_code.co_filename == self._file:
+            self.used.append(frame.f_code.co_name)
+        if self._previous is not None:
+            self._previous(frame, event, arg)
+
+    def __enter__(self):
+        self._previous = self._sys.getprofile()
+        self._sys.setprofile(self._profile)
+        return self
+
+    def __exit__(self, *exc):
+        self._sys.setprofile(self._previous)
+        return False
+
+
+def _expect_own_code(fn: Callable, name: str, *args) -> None:
+    """Falha se ``fn(*args)`` só chama a implementação de referência do pacote."""
+    __tracebackhide__ = True
+    with _reference_calls() as spy:
+        call(fn, name, "chamada vigiada", *args)
+    expect(
+        not spy.used, name, "origem da função",
+        f"Sua função chama a implementação de referência do pacote "
+        f"(`transformer_course.attention.{spy.used[0] if spy.used else ''}`).",
+        "escreva a sua própria implementação em vez de chamar a do pacote.",
+    )
+
+
 # ---------------------------------------------------------------- oráculos e erros
 
 
@@ -250,6 +298,10 @@ def check_scaled_dot_product_attention_hidden(fn: Callable) -> None:
         "Sua função chama `F.scaled_dot_product_attention`.",
         "o exercício pede que você escreva a atenção com matmul e softmax.",
     )
+    n += 1
+    # atalho proibido: delegar à implementação de referência do pacote (mesmo por um invólucro)
+    _, Q, K, V = _tensors(17, (2,), 3, 4, 5, 6)
+    _expect_own_code(fn, SDPA, Q, K, V, None)
     n += 1
     passed(SDPA, n, "(testes ocultos)")
 

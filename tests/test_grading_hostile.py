@@ -1,0 +1,299 @@
+"""Entregas hostis corrigidas pelo ``nbgrader autograde`` de verdade (via ``scripts/grade_class.py``).
+
+Numa cópia temporária do curso, uma turma do capítulo 02_atencao com uma entrega de cada tipo
+ruim (COURSE_SPEC §7): laço infinito, erro de sintaxe, exceção no topo, célula de teste apagada,
+célula de teste editada, função renomeada, megabytes impressos, JSON inválido, notebook ausente,
+arquivo a mais, chamada ao atalho do PyTorch, resposta decorada do exemplo visível, e duas
+adulterações (verificação trocada por uma função vazia; ``torch.testing.assert_close`` vazia).
+
+Para cada uma: a nota esperada (ou o motivo claro no relatório), o resto da turma corrigido, e
+as entregas idênticas byte a byte depois. As entregas são geradas aqui, a partir do gabarito;
+só o JSON inválido é um arquivo (tests/fixtures/).
+
+Pontos do capítulo 2: test_sdpa 2, test_sdpa_hidden 3, test_entropy 1, test_entropy_hidden 1 (7).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+import torch
+from conftest import ROOT, copy_course
+
+pytestmark = pytest.mark.slow
+
+CHAPTER = "02_atencao"
+CELL_TIMEOUT = 20  # segundos por célula: o laço infinito custa isso
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def _solution():
+    return nbformat.read(ROOT / "solutions" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
+
+
+def _index(nb, grade_id):
+    for i, cell in enumerate(nb.cells):
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            return i
+    raise KeyError(grade_id)
+
+
+def _set_sdpa(nb, source):
+    nb.cells[_index(nb, "sdpa")].source = source
+
+
+SDPA_HEAD = "def scaled_dot_product_attention(Q, K, V, mask=None):\n"
+
+
+def _no_scale(nb):
+    cell = nb.cells[_index(nb, "sdpa")]
+    cell.source = cell.source.replace(" / math.sqrt(d_k)", "")
+    assert "math.sqrt" not in cell.source
+    return nb
+
+
+def _hardcoded_source():
+    """Uma função que só "sabe" as respostas dos exemplos do teste visível (decoradas)."""
+    from transformer_course.attention import scaled_dot_product_attention as ref
+    from transformer_course.checks.ch02 import _random_mask, _tensors
+
+    cases = []
+    _, Q, K, V = _tensors(0, (2,), 3, 4, 8, 5)
+    cases.append((Q, K, V, None))
+    gen, Q, K, V = _tensors(1, (2,), 3, 6, 8, 5)
+    cases.append((Q, K, V, _random_mask(gen, 3, 6)))
+    gen, Q, K, V = _tensors(2, (2, 3), 4, 5, 6, 7)
+    cases.append((Q, K, V, _random_mask(gen, 4, 5, lead=(2, 1))))
+    lines = ["RESPOSTAS = {"]
+    for Q, K, V, mask in cases:
+        out, w = ref(Q, K, V, mask)
+        lines.append(
+            f"    {tuple(Q.shape)!r}: (torch.tensor({out.tolist()!r}), torch.tensor({w.tolist()!r})),"
+        )
+    lines.append("}")
+    lines.append(SDPA_HEAD.rstrip())
+    lines.append("    if tuple(Q.shape) in RESPOSTAS:")
+    lines.append("        out, w = RESPOSTAS[tuple(Q.shape)]")
+    lines.append("        return out.clone(), w.clone()")
+    lines.append("    w = torch.zeros(*Q.shape[:-1], K.size(-2), dtype=Q.dtype)")
+    lines.append("    return w @ V, w")
+    return "\n".join(lines)
+
+
+def _submissions():
+    """nome -> (notebook | bytes | None, arquivos extras, nota esperada | motivo esperado)."""
+    sol = _solution()
+    subs = {}
+
+    subs["gabarito"] = (sol, {}, 7)
+
+    nb = copy.deepcopy(sol)
+    _set_sdpa(
+        nb, "while True:  # esqueci de sair do laço\n    pass\n\n" + nb.cells[_index(nb, "sdpa")].source
+    )
+    subs["laco_infinito"] = (nb, {}, 2)
+
+    nb = copy.deepcopy(sol)
+    cell = nb.cells[_index(nb, "sdpa")]
+    cell.source = cell.source.replace("mask=None):", "mask=None)", 1)
+    subs["erro_de_sintaxe"] = (nb, {}, 2)
+
+    nb = copy.deepcopy(sol)
+    nb.cells.insert(0, nbformat.v4.new_code_cell('raise RuntimeError("parei aqui")'))
+    subs["excecao_no_topo"] = (nb, {}, 7)  # o nbgrader registra o erro e segue
+
+    nb = _no_scale(copy.deepcopy(sol))
+    del nb.cells[_index(nb, "test_sdpa")]  # volta do gradebook e é corrigida: 0 por não escalar
+    subs["teste_apagado"] = (nb, {}, 2)
+
+    nb = _no_scale(copy.deepcopy(sol))
+    nb.cells[_index(nb, "test_sdpa")].source = "pass  # confia em mim"
+    nb.cells[_index(nb, "test_sdpa_hidden")].source = "pass"
+    subs["teste_editado"] = (nb, {}, 2)
+
+    nb = copy.deepcopy(sol)
+    cell = nb.cells[_index(nb, "sdpa")]
+    cell.source = cell.source.replace("def scaled_dot_product_attention(", "def atencao(")
+    subs["funcao_renomeada"] = (nb, {}, 2)
+
+    nb = copy.deepcopy(sol)
+    nb.cells[_index(nb, "sdpa")].source += "\n\nfor _ in range(100_000):\n    print('x' * 99)\n"
+    subs["megabytes"] = (nb, {}, 7)  # ~10 MB de saída, cortada pelo LimitOutput
+
+    subs["json_invalido"] = ((FIXTURES / "02_atencao_truncado.ipynb").read_bytes(), {}, "JSON")
+    subs["sem_notebook"] = (None, {"Untitled.ipynb": b"{}", "notas.txt": b"esqueci o notebook\n"}, "não está")
+
+    copy1 = (ROOT / "release" / CHAPTER / f"{CHAPTER}.ipynb").read_bytes()  # "Duplicate" do Jupyter
+    subs["arquivo_extra"] = (
+        copy.deepcopy(sol),
+        {"rascunho.py": b"print('oi')\n", "dados/tabela.csv": b"a,b\n1,2\n", f"{CHAPTER}-Copy1.ipynb": copy1},
+        7,
+    )
+
+    nb = copy.deepcopy(sol)
+    _set_sdpa(
+        nb,
+        SDPA_HEAD
+        + (
+            "    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))\n"
+            "    if mask is not None:\n"
+            "        scores = scores.masked_fill(~mask, float('-inf'))\n"
+            "    weights = scores.softmax(-1)\n"
+            "    return F.scaled_dot_product_attention(Q, K, V, attn_mask=mask), weights\n"
+        ),
+    )
+    subs["chama_builtin"] = (nb, {}, 4)
+
+    nb = copy.deepcopy(sol)
+    _set_sdpa(nb, _hardcoded_source())
+    subs["resposta_decorada"] = (nb, {}, 4)
+
+    # Adulterações: implementação errada (sem √d_k) + o teste neutralizado antes de rodar.
+    # Limite conhecido: o teste VISÍVEL (2 pontos) é enganado; os ocultos detectam e zeram.
+    nb = _no_scale(copy.deepcopy(sol))
+    nb.cells[_index(nb, "sdpa")].source += (
+        "\n\nimport transformer_course.checks as _c\n"
+        "import transformer_course.checks.ch02 as _c2\n"
+        "check_scaled_dot_product_attention = lambda fn: None\n"
+        "_c.check_scaled_dot_product_attention_hidden = lambda fn: None\n"
+        "_c2.check_scaled_dot_product_attention_hidden = lambda fn: None\n"
+    )
+    subs["troca_verificacao"] = (nb, {}, 3)
+
+    nb = _no_scale(copy.deepcopy(sol))
+    nb.cells[_index(nb, "sdpa")].source += "\n\ntorch.testing.assert_close = lambda *a, **k: None\n"
+    subs["assert_close_vazio"] = (nb, {}, 3)
+    return subs
+
+
+def _digests(folder):
+    return {
+        p.relative_to(folder): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    from nbgrader.api import Gradebook
+
+    course = copy_course(
+        tmp_path_factory.mktemp("turma") / "curso", parts=("source", "release", "solutions", "scripts")
+    )
+    for extra in [p for p in (course / "source").iterdir() if p.name != CHAPTER]:
+        shutil.rmtree(extra)  # só o capítulo 2: o teste fica curto
+    subs = _submissions()
+    submitted = course / "grading" / "submitted"
+    for student, (content, extras, _) in subs.items():
+        folder = submitted / student / CHAPTER
+        folder.mkdir(parents=True)
+        if isinstance(content, bytes):
+            (folder / f"{CHAPTER}.ipynb").write_bytes(content)
+        elif content is not None:
+            nbformat.write(content, folder / f"{CHAPTER}.ipynb")
+        for name, data in extras.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(data)
+    before = _digests(submitted)
+
+    started = time.perf_counter()
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
+    run = subprocess.run(
+        [sys.executable, str(course / "scripts" / "grade_class.py"), f"--timeout={CELL_TIMEOUT}"],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    elapsed = time.perf_counter() - started
+    print(run.stdout[-6000:], f"\n[{len(subs)} entregas em {elapsed:.0f} s]")
+    assert run.returncode == 0, run.stdout + run.stderr
+
+    scores = {}
+    with Gradebook(f"sqlite:///{course / 'grading' / 'gradebook.db'}") as gb:
+        for student in subs:
+            try:
+                sub = gb.find_submission(CHAPTER, student)
+            except Exception:  # noqa: BLE001 - não corrigido
+                continue
+            scores[student] = {
+                g.name: g.score for nb in sub.notebooks for g in nb.grades if g.cell_type == "code"
+            }
+    return {
+        "course": course,
+        "subs": subs,
+        "before": before,
+        "after": _digests(submitted),
+        "scores": scores,
+        "report": run.stdout,
+    }
+
+
+EXPECTED = [(name, expected) for name, (_, _, expected) in _submissions().items()]
+
+
+@pytest.mark.parametrize(("student", "expected"), EXPECTED, ids=[e[0] for e in EXPECTED])
+def test_hostile_submission(graded_class, student, expected):
+    scores = graded_class["scores"]
+    report = graded_class["report"]
+    if isinstance(expected, str):
+        assert student not in scores or not any(scores[student].values())
+        line = next(
+            (ln for ln in report.splitlines() if ln.strip().startswith(f"{student} / {CHAPTER}:")), ""
+        )
+        assert expected in line, f"o relatório não explica a falha de {student}:\n{report}"
+        return
+    got = sum(s or 0 for s in scores[student].values())
+    assert got == pytest.approx(expected), f"{student}: {scores[student]}"
+
+
+def test_submissions_untouched(graded_class):
+    assert graded_class["after"] == graded_class["before"], "o nbgrader alterou arquivos em submitted/"
+
+
+def test_reasons_in_report(graded_class):
+    report = graded_class["report"]
+    lines = {
+        s: [ln for ln in report.splitlines() if ln.strip().startswith(f"{s} / ")]
+        for s in graded_class["subs"]
+    }
+    assert any("tempo esgotado" in ln for ln in lines["laco_infinito"]), report
+    assert any("Adulteração detectada" in ln for ln in lines["assert_close_vazio"]), report
+    assert any("Adulteração detectada" in ln for ln in lines["troca_verificacao"]), report
+    assert any("F.scaled_dot_product_attention" in ln for ln in lines["chama_builtin"]), report
+    assert any("SEM a divisão por √d_k" in ln for ln in lines["teste_editado"]), report
+    # O quadro da turma tem uma linha por aluno.
+    for student in graded_class["subs"]:
+        assert re.search(rf"^{student}\s", report, re.M), student
+
+
+def test_outputs_bounded_and_extra_files_kept(graded_class):
+    autograded = graded_class["course"] / "grading" / "autograded"
+    big = autograded / "megabytes" / CHAPTER / f"{CHAPTER}.ipynb"
+    assert big.stat().st_size < 2_000_000, f"saída não foi limitada: {big.stat().st_size} bytes"
+    assert (autograded / "arquivo_extra" / CHAPTER / "dados" / "tabela.csv").exists()
+    feedback = graded_class["course"] / "grading" / "feedback"
+    assert (feedback / "gabarito" / CHAPTER / f"{CHAPTER}.html").exists()
+    assert (graded_class["course"] / "grading" / "notas.csv").exists()
+
+
+def test_deleted_cell_restored_and_graded(graded_class):
+    scores = graded_class["scores"]["teste_apagado"]
+    assert scores["test_sdpa"] == 0  # a célula voltou e rodou (não ficou para correção manual)
+    assert scores["test_entropy"] == 1
+
+
+def test_torch_is_intact_here():
+    # Sanidade: as adulterações acima rodaram no kernel da correção, não neste processo.
+    assert torch.testing.assert_close.__module__ == "torch.testing._comparison"
