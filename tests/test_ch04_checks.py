@@ -381,6 +381,17 @@ def test_in_place_residual_rejected():
         run_quiet(ch04.check_encoder_layer, InPlace)
 
 
+def test_extra_unsqueeze_of_the_mask_gets_a_hint():
+    """O erro do texto-semente: (B, 1, 1, T) ganha mais um eixo e vira 5-D."""
+
+    class FiveD(ref.EncoderLayer):
+        def forward(self, x, mask=None):
+            return super().forward(x, None if mask is None else mask.unsqueeze(1))
+
+    with pytest.raises(AssertionError, match="5 eixos"):
+        run_quiet(ch04.check_encoder_layer, FiveD)
+
+
 def test_missing_attribute_named():
     class NoFFN(StudentEncoder):
         def __init__(self, *args, **kwargs):

@@ -474,7 +474,10 @@ def _run_encoder(cls, D, H, Fd, B, T, norm_first, seed, mask_kind=None, dtype=to
     _, expected_w = _encoder_variant(t, x, mask, norm_first)
     lazy = _lazy(lambda: _enc_mistakes(t, x, mask, norm_first))
     before = snapshot(x) + ([] if mask is None else snapshot(mask))
-    result = call(layer, ENC, tried, xs, mask)
+    result = call(layer, ENC, tried, xs, mask,
+                  hint_on_error="passe a `mask` como está para `self_attn`: ela já vem numa forma que a "
+                                "atenção aceita ((T, T), (B, T, T) ou (B, 1, 1, T)); um `unsqueeze` a "
+                                "mais cria um tensor de 5 eixos.")
     expect_unchanged(before, [xs] + ([] if mask is None else [mask]),
                      ["x"] + ([] if mask is None else ["mask"]), ENC, tried)
     expect(isinstance(result, tuple) and len(result) == 2, ENC, tried,
