@@ -52,7 +52,7 @@ from transformer_course.checks import (
     check_kaplan_loss,
     check_kaplan_loss_hidden,
 )
-from transformer_course.costs import count_parameters, loglog_slope, time_attention
+from transformer_course.costs import count_parameters, loglog_slope, measure_attention_memory, time_attention
 from transformer_course.costs import kaplan_loss as kaplan_loss_ref
 from transformer_course.device import get_device, seeded_generator
 from transformer_course.generation import GPTConfig, TinyGPT, next_token_distribution, train_gpt
@@ -438,20 +438,34 @@ check_attention_cost_hidden(attention_cost)
 # %%
 # NBVAL_IGNORE_OUTPUT
 comprimentos = [64, 128, 256] if RAPIDO else [256, 512, 1024, 2048, 4096]
-custo = time_attention(comprimentos, d_k=64, repeats=3, device=device)
+custo = time_attention(comprimentos, d_k=64, repeats=5, device=device)
 inclinacoes = {k: loglog_slope(custo["seq_len"][-3:], custo[k][-3:]) for k in ("naive_s", "sdpa_s")}
 {k: round(v, 2) for k, v in inclinacoes.items()}
 
+# %% [markdown]
+# E a memória: quanto cada versão aloca durante a chamada (na CPU, a soma das alocações que o
+# `torch.profiler` registra; numa GPU, o pico do alocador).
+
 # %%
-plots.attention_cost_figure(custo, inclinacoes)
+# NBVAL_IGNORE_OUTPUT
+memoria = measure_attention_memory(comprimentos[:3] if RAPIDO else comprimentos[:-1], d_k=64, device=device)
+{n: (round(a / 2**20, 2), round(b / 2**20, 2)) for n, a, b in zip(*memoria.values())}
+
+# %%
+plots.attention_cost_figure(custo, inclinacoes, memoria)
 
 # %% [markdown]
 # **Leitura da figura.** As inclinações são ajustadas nos três maiores comprimentos (nos pequenos,
 # o tempo fixo de chamar as funções pesa mais que a conta). Elas ficam perto de 2, como os FLOPs
-# contados à direita: o tempo cresce com o quadrado do comprimento. O valor exato varia com a máquina:
+# contados (tracejado, eixo direito): o tempo cresce com o quadrado do comprimento. O valor exato varia com a máquina:
 # a ingênua costuma passar um pouco de 2 quando a matriz $n \times n$ deixa de caber no *cache* do
 # processador (cada dobra de $n$ então custa mais que 4×), e numa CPU ocupada por outros programas as
-# medidas oscilam — rode a célula de novo e compare. Para $n = 4096$, a matriz de
+# medidas oscilam — rode a célula de novo e compare.
+#
+# À direita, a memória. A versão ingênua aloca algumas matrizes $n \times n$ inteiras (os scores, os
+# scores divididos por $\sqrt{d}$, os pesos do softmax): a curva medida corre paralela à conta
+# $4n^2$ bytes, inclinação 2. A `F.scaled_dot_product_attention` da CPU percorre as chaves em blocos
+# e aloca muito menos, quase sem crescer com $n^2$ — a mesma ideia da FlashAttention, abaixo. Para $n = 4096$, a matriz de
 # scores de **uma** cabeça já ocupa 64 MiB; um modelo com 32 cabeças e 32 camadas multiplica isso.
 #
 # **FlashAttention** (Dao et al., 2022) calcula **exatamente** o mesmo resultado sem nunca guardar a

@@ -25,6 +25,7 @@ __all__ = [
     "count_parameters",
     "kaplan_loss",
     "loglog_slope",
+    "measure_attention_memory",
     "naive_attention",
     "time_attention",
 ]
@@ -70,7 +71,8 @@ def naive_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> torch.
     return scores.softmax(dim=-1) @ V  # (..., T, T) @ (..., T, Dk) -> (..., T, Dk)
 
 
-def _median_time(fn, repeats: int, sync) -> float:
+def _best_time(fn, repeats: int, sync) -> float:
+    """O menor tempo de ``repeats`` execuções: o mais resistente a outros programas na mesma CPU."""
     fn()  # aquecimento
     sync()
     times = []
@@ -79,8 +81,7 @@ def _median_time(fn, repeats: int, sync) -> float:
         fn()
         sync()
         times.append(time.perf_counter() - start)
-    times.sort()
-    return times[len(times) // 2]
+    return min(times)
 
 
 def time_attention(
@@ -91,7 +92,7 @@ def time_attention(
     device: torch.device | str = "cpu",
     seed: int = 0,
 ) -> dict[str, list[float]]:
-    """Mede a mediana do tempo (s) da atenção ingênua e de ``F.scaled_dot_product_attention``.
+    """Mede o tempo (s, o melhor de ``repeats``) da atenção ingênua e de ``F.scaled_dot_product_attention``.
 
     Devolve as listas ``seq_len``, ``naive_s``, ``sdpa_s``, ``flops`` e ``score_bytes``
     (de :func:`attention_cost`, somados sobre as cabeças).
@@ -110,11 +111,48 @@ def time_attention(
             result["seq_len"].append(n)
             naive = lambda Q=Q, K=K, V=V: naive_attention(Q, K, V)  # noqa: E731
             fused = lambda Q=Q, K=K, V=V: F.scaled_dot_product_attention(Q, K, V)  # noqa: E731
-            result["naive_s"].append(_median_time(naive, repeats, sync))
-            result["sdpa_s"].append(_median_time(fused, repeats, sync))
+            result["naive_s"].append(_best_time(naive, repeats, sync))
+            result["sdpa_s"].append(_best_time(fused, repeats, sync))
             cost = attention_cost(n, d_k)
             result["flops"].append(n_heads * cost["flops"])
             result["score_bytes"].append(n_heads * cost["score_bytes"])
+    return result
+
+
+def _allocated_bytes(fn, device: torch.device) -> int:
+    """Bytes alocados durante ``fn()``: pico do alocador na GPU; na CPU, a soma das alocações
+    registradas pelo ``torch.profiler`` (a CPU não tem contador de pico)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device) - base)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    return int(sum(e.self_cpu_memory_usage for e in prof.key_averages() if e.self_cpu_memory_usage > 0))
+
+
+def measure_attention_memory(
+    seq_lens: Sequence[int], d_k: int = 64, device: torch.device | str = "cpu", seed: int = 0
+) -> dict[str, list[int]]:
+    """Memória alocada (bytes) pela atenção ingênua e por ``F.scaled_dot_product_attention``."""
+    device = torch.device(device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    result: dict[str, list[int]] = {"seq_len": [], "naive_bytes": [], "sdpa_bytes": []}
+    with torch.no_grad():
+        for n in seq_lens:
+            Q, K, V = (torch.randn(1, 1, n, d_k, generator=gen, device=device) for _ in range(3))
+            result["seq_len"].append(n)
+            result["naive_bytes"].append(
+                _allocated_bytes(lambda Q=Q, K=K, V=V: naive_attention(Q, K, V), device)
+            )
+            result["sdpa_bytes"].append(
+                _allocated_bytes(lambda Q=Q, K=K, V=V: F.scaled_dot_product_attention(Q, K, V), device)
+            )
     return result
 
 

@@ -106,8 +106,8 @@ def _integer_ticks(ax, values) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
 
 
-def attention_cost_figure(result: dict, slopes: dict[str, float]) -> Figure:
-    """Tempo medido (log-log, com as inclinações ajustadas) e FLOPs/bytes contados."""
+def attention_cost_figure(result: dict, slopes: dict[str, float], memory: dict | None = None) -> Figure:
+    """Tempo medido (log-log, com as inclinações ajustadas) e memória contada e medida."""
     n = np.asarray(result["seq_len"], dtype=float)
     fig = Figure(figsize=(12, 4), layout="constrained")
     ax_time, ax_count = fig.subplots(1, 2)
@@ -127,31 +127,45 @@ def attention_cost_figure(result: dict, slopes: dict[str, float]) -> Figure:
     )
     ref = result["naive_s"][-1] * (n / n[-1]) ** 2
     ax_time.loglog(n, ref, ":", color="gray", label="referência ∝ n²")
+    ax_flops = ax_time.twinx()
+    ax_flops.loglog(
+        n, result["flops"], "d--", color=PALETTE[2], alpha=0.8, label="FLOPs contados: 4·n²·d (eixo direito)"
+    )
+    ax_flops.set_ylabel("FLOPs contados", color=PALETTE[2])
     ax_time.set_xscale("log", base=2)
     _integer_ticks(ax_time, n)
     ax_time.set_xlabel("comprimento da sequência n")
-    ax_time.set_ylabel("tempo mediano (s)")
-    ax_time.set_title("Tempo medido")
+    ax_time.set_ylabel("tempo (s, melhor de várias repetições)")
+    ax_time.set_title("Tempo medido e FLOPs contados")
     ax_time.grid(alpha=0.3, which="both")
-    ax_time.legend(fontsize=8)
-    ax_count.loglog(n, result["flops"], "o-", color=PALETTE[2], label="FLOPs contados: 4·n²·d")
-    ax_count.set_xscale("log", base=2)
-    ax_count.set_xlabel("comprimento da sequência n")
-    ax_count.set_ylabel("FLOPs", color=PALETTE[2])
-    ax_bytes = ax_count.twinx()
-    ax_bytes.loglog(
+    lines = ax_time.get_lines() + ax_flops.get_lines()
+    ax_time.legend(lines, [line.get_label() for line in lines], fontsize=8, loc="upper left")
+    ax_count.loglog(
         n,
         np.asarray(result["score_bytes"]) / 2**20,
         "s--",
         color=PALETTE[4],
-        label="matriz de scores: 4·n² bytes",
+        label="contado: matriz de scores, 4·n² bytes",
     )
-    ax_bytes.set_ylabel("memória dos scores (MiB)", color=PALETTE[4])
+    if memory is not None:
+        m = np.asarray(memory["seq_len"], dtype=float)
+        ax_count.loglog(
+            m, np.asarray(memory["naive_bytes"]) / 2**20, "o-", color=PALETTE[3], label="medido: ingênua"
+        )
+        ax_count.loglog(
+            m,
+            np.maximum(np.asarray(memory["sdpa_bytes"]), 1) / 2**20,
+            "^-",
+            color=PALETTE[0],
+            label="medido: F.scaled_dot_product_attention",
+        )
+    ax_count.set_xscale("log", base=2)
     _integer_ticks(ax_count, n)
-    ax_count.set_title("Contado à mão (inclinação 2 nos dois)")
+    ax_count.set_xlabel("comprimento da sequência n")
+    ax_count.set_ylabel("memória alocada (MiB)")
+    ax_count.set_title("Memória: contada e medida")
     ax_count.grid(alpha=0.3, which="both")
-    lines = ax_count.get_lines() + ax_bytes.get_lines()
-    ax_count.legend(lines, [line.get_label() for line in lines], fontsize=8, loc="upper left")
+    ax_count.legend(fontsize=8, loc="upper left")
     return fig
 
 
