@@ -7,8 +7,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, MultipleLocator
 
-from ..masks import causal_mask, masked_softmax
 from ..plots import PALETTE, SEQUENTIAL
 from ..plots.ch05 import MASK_CMAP, NAN_COLOR
 
@@ -28,6 +28,7 @@ class MaskExplorer:
         self.max_len = max_len
         gen = torch.Generator().manual_seed(seed)
         self.scores = torch.randn(max_len, max_len, generator=gen) * 1.5
+        self.scores_np = self.scores.numpy().astype(np.float64)
         self.fig = Figure(figsize=(13, 4.4), layout="constrained")
         axes = self.fig.subplots(1, 3)
         empty = np.zeros((max_len, max_len))
@@ -37,7 +38,16 @@ class MaskExplorer:
         self.images = [axes[0].imshow(empty, cmap=MASK_CMAP, vmin=0, vmax=1, interpolation="nearest")]
         for ax in axes[1:]:
             self.images.append(ax.imshow(empty, cmap=nan_cmap, vmin=0, vmax=1, interpolation="nearest"))
+        self.labels: list[str] = []
+        position_label = FuncFormatter(
+            lambda v, _: self.labels[int(round(v))] if 0 <= round(v) < len(self.labels) else ""
+        )
         for ax, title in zip(axes, titles):
+            # marcas de 1 em 1, com "PAD" nas posições de padding: calculadas só ao desenhar
+            for axis in (ax.xaxis, ax.yaxis):
+                axis.set_major_locator(MultipleLocator(1))
+                axis.set_major_formatter(position_label)
+            ax.tick_params(axis="x", rotation=90)
             ax.set_title(title)
             ax.set_xlabel("chave (posição atendida)")
             ax.set_ylabel("consulta")
@@ -51,38 +61,51 @@ class MaskExplorer:
         self.suptitle = self.fig.suptitle("")
         self.update(8, 2, True, "direita")
 
-    def masks(self, seq_len: int, n_pad: int, causal: bool, pad_side: str = "direita") -> torch.Tensor:
-        """A máscara combinada (T, T) para uma sequência com ``n_pad`` pads."""
+    def masks(self, seq_len: int, n_pad: int, causal: bool, pad_side: str = "direita") -> np.ndarray:
+        """A máscara combinada (T, T), booleana, para uma sequência com ``n_pad`` pads."""
         n_pad = min(max(n_pad, 0), seq_len)
-        real = torch.ones(seq_len, dtype=torch.bool)
+        real = np.ones(seq_len, dtype=bool)
         if n_pad:
             if pad_side == "esquerda":
                 real[:n_pad] = False
             else:
                 real[seq_len - n_pad :] = False
-        mask = real[None, :].expand(seq_len, seq_len)  # (1, T) -> (T, T): bloqueia colunas de pad
+        mask = np.broadcast_to(real[None, :], (seq_len, seq_len))  # (1, T) -> (T, T): bloqueia colunas
         if causal:
-            mask = mask & causal_mask(seq_len)
+            mask = mask & np.tri(seq_len, dtype=bool)
         return mask
+
+    def weights(self, seq_len: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pesos com o softmax comum e -inf (NaN nas linhas vazias) e com o softmax mascarado.
+
+        Em NumPy (tensores minúsculos; sem a latência de threads do PyTorch); um teste do
+        pacote prova que coincide com :func:`transformer_course.masks.masked_softmax`.
+        """
+        scores = self.scores_np[:seq_len, :seq_len]
+        filled = np.where(mask, scores, -np.inf)
+        with np.errstate(invalid="ignore"):
+            top = filled.max(axis=-1, keepdims=True)
+            e = np.exp(filled - top)
+            plain = e / e.sum(axis=-1, keepdims=True)  # 0/0 = NaN nas linhas vazias
+        safe = np.where(mask.any(-1, keepdims=True), np.nan_to_num(plain), 0.0)
+        return plain, safe
 
     def update(self, seq_len: int, n_pad: int, causal: bool, pad_side: str = "direita") -> Figure:
         """Atualiza a figura e a devolve (o desenho acontece ao exibi-la)."""
         seq_len = int(min(max(seq_len, 1), self.max_len))
         mask = self.masks(seq_len, n_pad, causal, pad_side)
-        scores = self.scores[:seq_len, :seq_len]
-        with torch.no_grad():
-            plain = scores.masked_fill(~mask, float("-inf")).softmax(-1)
-            safe = masked_softmax(scores, mask)
+        plain, safe = self.weights(seq_len, mask)
         extent = (-0.5, seq_len - 0.5, seq_len - 0.5, -0.5)
-        data = (mask.float().numpy(), np.ma.masked_invalid(plain.numpy()), safe.numpy())
-        ticks = np.arange(seq_len)
+        data = (mask.astype(float), np.ma.masked_invalid(plain), safe)
+        n_pad = min(max(n_pad, 0), seq_len)
+        is_pad = [i < n_pad if pad_side == "esquerda" else i >= seq_len - n_pad for i in range(seq_len)]
+        self.labels = ["PAD" if p else str(i) for i, p in enumerate(is_pad)]
         for ax, image, values in zip(self.axes, self.images, data):
             image.set_data(values)
             image.set_extent(extent)
-            ax.set_xticks(ticks)
-            ax.set_yticks(ticks)
+            ax.set_xlim(extent[0], extent[1])
+            ax.set_ylim(extent[2], extent[3])
         empty_rows = int((~mask.any(-1)).sum())
-        n_pad = min(n_pad, seq_len)
         self.suptitle.set_text(
             f"T = {seq_len}, {n_pad} pad(s) à {pad_side}, {'causal' if causal else 'sem causal'}: "
             f"{empty_rows} linha(s) totalmente bloqueada(s) → "
