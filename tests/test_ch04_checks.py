@@ -335,6 +335,22 @@ def test_decoder_mistakes_diagnosed(bug):
         run_quiet(ch04.check_decoder_layer, make_decoder(bug))
 
 
+@pytest.mark.parametrize("make,check", [(make_encoder, ch04.check_encoder_layer),
+                                        (make_decoder, ch04.check_decoder_layer)])
+def test_one_norm_module_under_several_names(make, check):
+    """`self.norm1 = self.norm2 = nn.LayerNorm(...)`: um só módulo, com os pesos copiados por último."""
+
+    class Aliased(make(None)):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.norm2 = self.norm1
+            if hasattr(self, "norm3"):
+                self.norm3 = self.norm1
+
+    with pytest.raises(AssertionError, match="única LayerNorm"):
+        run_quiet(check, Aliased)
+
+
 def test_pre_ln_when_post_ln_asked_is_named():
     """Com norm_first=False, uma camada que sempre faz Pre-LN recebe o diagnóstico inverso."""
 

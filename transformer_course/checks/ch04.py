@@ -194,8 +194,11 @@ def _encoder_variant(t, x, mask, norm_first, act=F.gelu, pre_mode="ok", residual
                      shared_norm=False, mask_mode="ok", order=("sa", "ff")):
     """A camada do codificador montada com os módulos de ``t`` (certa, ou com um erro)."""
     m = {"ok": mask, "ignored": None, "inverted": None if mask is None else ~mask}[mask_mode]
-    norm2 = t.norm1 if shared_norm else t.norm2
-    blocks = {"sa": (lambda h: _mha(t.self_attn, h, h, m), t.norm1),
+    # shared_norm: "first" = a norm1 em tudo; "last" = um único módulo com dois nomes
+    # (norm1 = norm2), que fica com os pesos copiados por último (os da norm2).
+    norm1 = t.norm2 if shared_norm == "last" else t.norm1
+    norm2 = t.norm1 if shared_norm == "first" else t.norm2
+    blocks = {"sa": (lambda h: _mha(t.self_attn, h, h, m), norm1),
               "ff": (lambda h: _ffn(t, h, act), norm2)}
     x, weights = _run_blocks(x, blocks, order, norm_first, pre_mode, residual)
     return x, weights.get("sa")
@@ -208,8 +211,9 @@ def _decoder_variant(t, x, memory, tgt_mask, memory_mask, norm_first, act=F.gelu
     tm = {"ok": tgt_mask, "ignored": None,
           "inverted": None if tgt_mask is None else ~tgt_mask}[tgt_mode]
     mm = {"ok": memory_mask, "ignored": None}[mem_mode]
-    n2 = t.norm1 if shared_norm else t.norm2
-    n3 = t.norm1 if shared_norm else t.norm3
+    n1 = t.norm3 if shared_norm == "last" else t.norm1
+    n2 = {"first": t.norm1, "last": t.norm3}.get(shared_norm, t.norm2)
+    n3 = t.norm1 if shared_norm == "first" else t.norm3
 
     def ca(h):
         if kv == "memory":
@@ -218,7 +222,7 @@ def _decoder_variant(t, x, memory, tgt_mask, memory_mask, norm_first, act=F.gelu
             return _mha(t.multihead_attn, h, h, tm)
         return _mha(t.multihead_attn, h, n2(memory), mm)  # kv == "normed"
 
-    blocks = {"sa": (lambda h: _mha(t.self_attn, h, h, tm), t.norm1), "ca": (ca, n2),
+    blocks = {"sa": (lambda h: _mha(t.self_attn, h, h, tm), n1), "ca": (ca, n2),
               "ff": (lambda h: _ffn(t, h, act), n3)}
     x, weights = _run_blocks(x, blocks, order, norm_first, pre_mode, residual)
     return x, weights.get("sa"), weights.get("ca")
@@ -440,7 +444,7 @@ def _enc_mistakes(t, x, mask, norm_first):
         (_no_residual("na autoatenção"), {"residual": {"sa": False}}),
         (_no_residual("na FFN"), {"residual": {"ff": False}}),
         (_no_residual("nas duas subcamadas"), {"residual": {"sa": False, "ff": False}}),
-        (SHARED_NORM, {"shared_norm": True}),
+        (SHARED_NORM, {"shared_norm": "first"}), (SHARED_NORM, {"shared_norm": "last"}),
         (FFN_FIRST, {"order": ("ff", "sa")}),
     ]
     if norm_first:
@@ -618,7 +622,7 @@ def _dec_mistakes(t, x, memory, tgt_mask, memory_mask, norm_first):
         (_no_residual("na atenção cruzada"), {"residual": {"ca": False}}),
         (_no_residual("na FFN"), {"residual": {"ff": False}}),
         (_no_residual("em todas as subcamadas"), {"residual": {"sa": False, "ca": False, "ff": False}}),
-        (SHARED_NORM, {"shared_norm": True}),
+        (SHARED_NORM, {"shared_norm": "first"}), (SHARED_NORM, {"shared_norm": "last"}),
         (CROSS_ON_SELF, {"kv": "self"}),
         (NORM_MEMORY, {"kv": "normed"}),
         (CROSS_FIRST, {"order": ("ca", "sa", "ff")}),
