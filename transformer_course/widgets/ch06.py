@@ -1,0 +1,110 @@
+"""Exploração do capítulo 6: a curva de Noam para warmup_steps, d_model e factor escolhidos."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ..plots import PALETTE
+from ..training import noam_lr
+
+__all__ = ["D_MODEL_OPTIONS", "NoamExplorer", "noam_widget"]
+
+D_MODEL_OPTIONS = [32, 64, 128, 256, 512, 1024]
+
+
+class NoamExplorer:
+    """A curva lr × passo do agendamento de Noam, com o pico marcado.
+
+    A curva de referência (cinza) é a do artigo: d_model = 512, warmup_steps = 4000.
+    ``update`` recalcula a curva com numpy e só troca os dados dos artistas (rápido).
+    """
+
+    def __init__(self, n_steps: int = 20_000, n_points: int = 400):
+        self.n_steps = n_steps
+        self.grid = np.linspace(1, n_steps, n_points)  # a curva é suave: 400 pontos bastam
+        self.steps = self.grid
+        self.fig = Figure(figsize=(8, 3.8))
+        self.fig.subplots_adjust(left=0.09, right=0.98, bottom=0.14, top=0.9)
+        self.ax = self.fig.add_subplot()
+        ref = self._curve(4000, 512, 1.0)
+        self.ax.plot(self.steps, ref, color="gray", lw=1, ls="--", label="artigo: d_model=512, warmup=4000")
+        (self.line,) = self.ax.plot([], [], color=PALETTE[0], lw=2, label="sua escolha")
+        (self.peak,) = self.ax.plot([], [], "o", color=PALETTE[3], ms=8, label="pico")
+        self.vline = self.ax.axvline(0, color=PALETTE[3], lw=1, ls=":")
+        self.text = self.ax.text(
+            0.98, 0.95, "", transform=self.ax.transAxes, ha="right", va="top", fontsize=9
+        )
+        self.ax.set_xlim(0, n_steps)
+        self.ax.set_xlabel("passo de otimização")
+        self.ax.set_ylabel("taxa de aprendizado")
+        self.ax.set_title("Agendamento de Noam")
+        self.ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+        self.ax.grid(alpha=0.3)
+        self.ax.legend(fontsize=8, loc="center right")
+        self.ref_peak = float(ref.max())
+        self.update(4000, 512, 1.0)
+
+    def _curve(self, warmup_steps: int, d_model: int, factor: float) -> np.ndarray:
+        s = self.steps.astype(np.float64)
+        return factor * d_model**-0.5 * np.minimum(s**-0.5, s * warmup_steps**-1.5)
+
+    def update(self, warmup_steps: int, d_model: int, factor: float) -> Figure:
+        """Redesenha a curva para a configuração dada e devolve a figura."""
+        self.steps = np.union1d(self.grid, [warmup_steps])  # o pico entra exatamente na curva
+        lrs = self._curve(warmup_steps, d_model, factor)
+        peak = noam_lr(warmup_steps, d_model, warmup_steps, factor)
+        self.line.set_data(self.steps, lrs)
+        self.peak.set_data([warmup_steps], [peak])
+        self.vline.set_xdata([warmup_steps, warmup_steps])
+        self.ax.set_ylim(0, 1.15 * max(peak, self.ref_peak))
+        final = lrs[-1]
+        self.text.set_text(
+            f"pico = {factor:g}·({d_model}·{warmup_steps})^-0,5 = {peak:.2e} no passo {warmup_steps}\n"
+            f"no passo {self.n_steps}: {final:.2e} ({final / peak:.0%} do pico)"
+        )
+        return self.fig
+
+
+def noam_widget(n_steps: int = 20_000):
+    """Controles de warmup_steps, d_model e factor ligados a um :class:`NoamExplorer`."""
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    explorer = NoamExplorer(n_steps)
+    style = {"description_width": "110px"}
+    layout = widgets.Layout(width="460px")
+    warmup = widgets.IntSlider(
+        value=4000,
+        min=100,
+        max=10_000,
+        step=100,
+        description="warmup_steps",
+        continuous_update=False,
+        style=style,
+        layout=layout,
+    )
+    d_model = widgets.SelectionSlider(
+        options=D_MODEL_OPTIONS,
+        value=512,
+        description="d_model",
+        continuous_update=False,
+        style=style,
+        layout=layout,
+    )
+    factor = widgets.FloatSlider(
+        value=1.0,
+        min=0.1,
+        max=4.0,
+        step=0.1,
+        description="factor",
+        continuous_update=False,
+        style=style,
+        layout=layout,
+    )
+
+    def show(warmup_steps: int, d_model: int, factor: float) -> None:
+        display(explorer.update(warmup_steps, d_model, factor))
+
+    output = widgets.interactive_output(show, {"warmup_steps": warmup, "d_model": d_model, "factor": factor})
+    return widgets.VBox([warmup, d_model, factor, output])
