@@ -315,9 +315,10 @@ diferencas
 #
 # Xiong et al. (2020) mostraram, com uma análise de campo médio (*mean field*) e hipóteses
 # simplificadoras, que **na inicialização** o gradiente dos parâmetros da última camada se comporta
-# de modo diferente nos dois arranjos: no Post-LN, sua norma tem uma escala que **não diminui**
-# com a profundidade $L$; no Pre-LN, ela **encolhe** como $O(\sqrt{1/L})$ (teorema 1 do artigo,
-# sobre $W^2$, a segunda linear da FFN). O motivo, no Pre-LN, é o fluxo residual: as camadas só
+# de modo diferente nos dois arranjos. O teorema 1 do artigo limita a norma do gradiente de $W^2$
+# (a segunda linear da FFN) da última camada: no Post-LN, por $O(d\sqrt{\ln d})$, um limite que
+# **não depende** da profundidade $L$ — os gradientes perto da saída são grandes; no Pre-LN, por
+# $O(d\sqrt{\ln d / L})$, que **encolhe** com $L$. O motivo, no Pre-LN, é o fluxo residual: as camadas só
 # somam, a norma de $x$ cresce com a profundidade, e a LayerNorm final divide o gradiente por essa
 # norma.
 #
@@ -350,7 +351,8 @@ ultima
 # %% [markdown]
 # Como o teorema prevê: no Post-LN o gradiente da última camada fica praticamente no mesmo
 # patamar de 1 a 12 camadas, e no Pre-LN ele cai com a profundidade (aqui, mais devagar que
-# $1/\sqrt{L}$ nas primeiras profundidades: o teorema dá uma ordem de grandeza, não a curva exata).
+# $1/\sqrt{L}$ nas primeiras profundidades: o teorema dá limites de ordem de grandeza, não a
+# curva exata).
 # A causa, no Pre-LN, aparece se medirmos a norma de $x$ ao longo da pilha:
 
 # %%
@@ -584,7 +586,7 @@ with torch.no_grad():
 # ### BEGIN SOLUTION
 # **Resposta modelo.** No Post-LN, o gradiente de $W^2$ da última camada fica no mesmo patamar para
 # 1 a 12 camadas (≈ 0,6–0,7 na nossa medida); no Pre-LN ele cai com a profundidade (≈ 0,6 com uma
-# camada, ≈ 0,24 com 12), como o teorema de Xiong et al. prevê ($O(\sqrt{1/L})$). A figura do fluxo
+# camada, ≈ 0,24 com 12), como o limite do teorema de Xiong et al., $O(d\sqrt{\ln d / L})$, sugere. A figura do fluxo
 # residual mostra a causa: no Post-LN a norma de $x$ é renormalizada a cada subcamada (fica
 # constante), enquanto no Pre-LN as camadas só somam e a norma cresce com a profundidade; a
 # LayerNorm final divide o gradiente por essa norma, então cada camada recebe um gradiente menor.
