@@ -249,8 +249,9 @@ check_token_embedding_hidden(TokenEmbedding)
 #
 # - o par 0 tem $\omega_0 = 1$: período $2\pi \approx 6{,}3$ posições — o ponteiro mais rápido, que
 #   distingue vizinhos;
-# - o último par tem $\omega \approx 1/10000$: período perto de $2\pi \cdot 10000 \approx 63$ mil
-#   posições — quase parado num texto curto, mas diferente entre posições muito distantes.
+# - o último par tem $\omega = 10000^{-(D-2)/D} \approx 1/10000$ (para $D$ grande): período perto de
+#   $2\pi \cdot 10000 \approx 63$ mil posições — quase parado num texto curto, mas diferente entre
+#   posições muito distantes.
 #
 # (É comum ler o contrário por aí; a fórmula não deixa dúvida: **as primeiras dimensões são as
 # rápidas**.) Os valores ficam sempre em $[-1, 1]$, qualquer que seja $p$, e a tabela não tem
@@ -710,7 +711,7 @@ plots.alibi_figure(ref.alibi_slopes(8), ref.alibi_bias(8, 32))
 # senoidal, RoPE e viés do T5 piora à medida que o teste passa de $L$, enquanto a do ALiBi se mantém.
 # O resultado principal: um modelo de 1,3 bilhão de parâmetros treinado com $L = 1024$ e avaliado em
 # 2048 *tokens* alcança a perplexidade de um modelo senoidal treinado diretamente em 2048, treinando
-# 11 % mais rápido. É por isso que BLOOM e MPT adotaram ALiBi. Desde então, a família RoPE ganhou
+# 11 % mais rápido. BLOOM e MPT, por exemplo, adotaram ALiBi. Desde então, a família RoPE ganhou
 # técnicas próprias para esticar o contexto (interpolação de posições, YaRN), que em geral exigem
 # algum ajuste fino.
 
