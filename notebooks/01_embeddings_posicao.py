@@ -20,7 +20,8 @@
 #    as palavras só embaralha a saída;
 # 2. transformar *tokens* em vetores com uma tabela de *embeddings* e explicar o fator $\sqrt{d_\text{model}}$
 #    e o `padding_idx`;
-# 3. construir a codificação posicional (*positional encoding*) senoidal, dizer quais dimensões oscilam depressa e quais
+# 3. construir a codificação posicional (*positional encoding*) senoidal, dizer quais dimensões
+#    oscilam depressa e quais
 #    devagar, e provar que $PE(p+k)$ é uma rotação de $PE(p)$;
 # 4. implementar posições aprendidas, RoPE (rotação de pares) e ALiBi (viés linear nos scores), e
 #    comparar os quatro esquemas — inclusive no que a evidência diz sobre textos mais longos que os
@@ -74,14 +75,16 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device}")
 #
 # Compare "o cachorro mordeu o homem" com "o homem mordeu o cachorro": as mesmas cinco palavras,
 # significados opostos. Uma rede recorrente percebe a diferença porque lê uma palavra depois da outra.
-# A autoatenção (*self-attention*, capítulo 2) olha para todas ao mesmo tempo: os scores $q_i \cdot k_j$ dependem só do
+# A autoatenção (*self-attention*, capítulo 2) olha para todas ao mesmo tempo: os scores
+# $q_i \cdot k_j$ dependem só do
 # **conteúdo** dos vetores, não de onde eles estão.
 #
 # Em símbolos: se $P$ é uma matriz de permutação (reordena as linhas de $X$), então
 #
 # $$\text{AutoAtenção}(PX) = P\,\text{AutoAtenção}(X).$$
 #
-# Isso se chama **equivariância a permutações** (*permutation equivariance*): reordenar a entrada reordena a saída da mesma forma,
+# Isso se chama **equivariância a permutações** (*permutation equivariance*): reordenar a entrada
+# reordena a saída da mesma forma,
 # e nenhum vetor muda. Vamos verificar com uma tabela de vetores sorteados e projeções sorteadas.
 
 # %%
