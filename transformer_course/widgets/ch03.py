@@ -53,7 +53,7 @@ class HeadsExplorer:
                 _, w = self.results[h]["model"](ids)  # (1, H, T, T)
             self.weights[h] = w[0].numpy()
 
-        self.fig = Figure(figsize=(10, 7.2))
+        self.fig = Figure(figsize=(9, 6.5))
         self.ax = self.fig.add_axes((0.1, 0.1, 0.72, 0.76))
         cax = self.fig.add_axes((0.86, 0.2, 0.02, 0.56))
         cmap = colormaps[SEQUENTIAL].with_extremes(bad="white")  # NaN (entre as cabeças) em branco
@@ -72,7 +72,7 @@ class HeadsExplorer:
         if n_heads not in self.weights:
             raise ValueError(f"n_heads = {n_heads} não divide d_model = {self.cfg.d_model}.")
         T = len(self.tokens)
-        cols = min(n_heads, 4)
+        cols = 2 if n_heads == 4 else min(n_heads, 4)  # grades 1×1, 1×2, 2×2, 2×4, 4×4
         rows = math.ceil(n_heads / cols)
         canvas = _tile(self.weights[n_heads], cols)
         self.image.set_data(np.ma.masked_invalid(canvas))
@@ -100,8 +100,8 @@ class HeadsExplorer:
         result = self.results[n_heads]
         d = self.cfg.d_model
         self.suptitle.set_text(
-            f"H = {n_heads} {'cabeça' if n_heads == 1 else 'cabeças'}, d_k = {d // n_heads}; acurácia na tarefa "
-            f"dos vizinhos: {result['accuracy']:.0%}\n{result['n_attention_params']} parâmetros na atenção "
+            f"H = {n_heads} {'cabeça' if n_heads == 1 else 'cabeças'}, d_k = {d // n_heads}; acurácia na "
+            f"tarefa dos vizinhos: {result['accuracy']:.0%}\n{result['n_attention_params']} parâmetros na atenção "
             f"(4·{d}² + 4·{d}), os mesmos para todo H"
         )
         return self.fig
