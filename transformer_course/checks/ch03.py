@@ -493,8 +493,8 @@ MHA_MISTAKES = [
 ]
 MASK_MISTAKES = [
     (
-        "a máscara 3-D (B, Tq, Tk) sem o eixo das cabeças: contra os scores (B, H, Tq, Tk) o PyTorch alinha o "
-        "eixo do lote com o das cabeças; use `mask.unsqueeze(1)` → (B, 1, Tq, Tk)",
+        "a máscara 3-D (B, Tq, Tk) sem o eixo das cabeças: contra os scores (B, H, Tq, Tk) o PyTorch "
+        "alinha o eixo do lote com o das cabeças; use `mask.unsqueeze(1)` → (B, 1, Tq, Tk)",
         {"mask3d": "raw"},
     ),
     (

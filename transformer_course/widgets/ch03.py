@@ -101,8 +101,8 @@ class HeadsExplorer:
         d = self.cfg.d_model
         self.suptitle.set_text(
             f"H = {n_heads} {'cabeça' if n_heads == 1 else 'cabeças'}, d_k = {d // n_heads}; acurácia na "
-            f"tarefa dos vizinhos: {result['accuracy']:.0%}\n{result['n_attention_params']} parâmetros na atenção "
-            f"(4·{d}² + 4·{d}), os mesmos para todo H"
+            f"tarefa dos vizinhos: {result['accuracy']:.0%}\n"
+            f"{result['n_attention_params']} parâmetros na atenção (4·{d}² + 4·{d}), os mesmos para todo H"
         )
         return self.fig
 
