@@ -201,7 +201,7 @@ def causal_mask(seq_len, device=None):
 check_causal_mask(causal_mask)
 
 # %% nbgrader={"grade": true, "grade_id": "test_causal_mask_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-# Testes ocultos: rodam na correção (outros T, o argumento device, ValueError).
+# Testes ocultos: rodam na correção (outros T, o dispositivo pedido numa GPU, ValueError).
 ### BEGIN HIDDEN TESTS
 check_causal_mask_hidden(causal_mask)
 ### END HIDDEN TESTS
