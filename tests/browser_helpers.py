@@ -233,27 +233,51 @@ def click_menu(page, menu: str, item) -> None:
     entry.click()
 
 
+def close_all_tabs(page) -> None:
+    """Arquivo > Fechar todas as abas (descartando o que não foi salvo, se perguntar)."""
+    page.keyboard.press("Escape")
+    click_menu(page, "Arquivo", re.compile(r"^Fechar todas as abas$"))
+    page.wait_for_timeout(300)
+    for _ in range(10):
+        dialog = page.locator(".jp-Dialog")
+        if not dialog.count():
+            break
+        buttons = dialog.locator(".jp-Dialog-button")
+        # "Descartar"/"Discard" é o botão de aviso; senão, o de aceitar.
+        warn = dialog.locator(".jp-Dialog-button.jp-mod-warn")
+        (warn.first if warn.count() else buttons.last).click()
+        page.wait_for_timeout(300)
+    page.wait_for_function("() => !document.querySelector('.jp-NotebookPanel')", timeout=10_000)
+
+
+PROMPTS_JS = """
+() => {
+  const texts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].map(p => p.textContent);
+  return {running: texts.some(t => t.includes('[*]')), done: texts.filter(t => /\\[\\d+\\]/.test(t)).length};
+}
+"""
+
+
 def run_all_and_wait(page, server: LabServer, timeout_s: float = 240) -> float:
-    """Executar > Executar todas as células; espera o kernel ficar ocioso. Devolve os segundos."""
+    """Executar > Executar todas as células; espera o kernel ficar ocioso. Devolve os segundos.
+
+    Se nada começou a rodar (o clique chegou antes de o kernel ficar pronto), clica de novo.
+    """
     start = time.monotonic()
-    page.locator(".jp-NotebookPanel .jp-Notebook").first.click(position={"x": 5, "y": 5})
-    click_menu(page, "Executar", re.compile(r"^Executar (todos|todas as células)$"))
-    try:
-        page.wait_for_function(
-            "() => [...document.querySelectorAll('.jp-InputArea-prompt')]"
-            ".some(p => p.textContent.includes('[*]'))",
-            timeout=10_000,
-        )
-    except Exception:  # noqa: BLE001 - células rápidas podem terminar antes da primeira olhada
-        pass
     deadline = start + timeout_s
+    for attempt in range(3):
+        page.keyboard.press("Escape")
+        click_menu(page, "Executar", re.compile(r"^Executar (todos|todas as células)$"))
+        try:
+            page.wait_for_function(f"({PROMPTS_JS})().running || ({PROMPTS_JS})().done > 0", timeout=20_000)
+            break
+        except Exception:  # noqa: BLE001 - nada começou: tenta de novo
+            if attempt == 2:
+                raise AssertionError("Executar todas as células não começou a execução") from None
     quiet = 0
     while time.monotonic() < deadline:
-        running = page.evaluate(
-            "() => [...document.querySelectorAll('.jp-InputArea-prompt')]"
-            ".some(p => p.textContent.includes('[*]'))"
-        )
-        quiet = quiet + 1 if not running and not server.kernels_busy() else 0
+        state = page.evaluate(PROMPTS_JS)
+        quiet = quiet + 1 if not state["running"] and not server.kernels_busy() else 0
         if quiet >= 3:
             return time.monotonic() - start
         page.wait_for_timeout(500)

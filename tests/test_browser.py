@@ -26,6 +26,8 @@ from browser_helpers import (
     SOLUTIONS_DIR,
     LabServer,
     change_widget,
+    click_menu,
+    close_all_tabs,
     discover_chapters,
     drag_slider,
     error_outputs,
@@ -80,21 +82,46 @@ def browser():
             chromium.close()
 
 
-@pytest.fixture
-def page(browser, lab):
+@pytest.fixture(scope="module")
+def lab_page(browser, lab):
+    """Uma única aba do JupyterLab para o módulo: carregar a interface custa segundos."""
     # O navegador fica em inglês de propósito: o português tem de vir da configuração do curso.
     context = browser.new_context(viewport=VIEWPORT, locale="en-US")
     context.set_default_timeout(30_000)
     page = context.new_page()
     try:
+        load_lab(page, lab)
         yield page
     finally:
         context.close()
+
+
+def load_lab(page, lab) -> None:
+    page.goto(lab.url())
+    page.locator(".lm-MenuBar-itemLabel").first.wait_for(timeout=120_000)
+
+
+@pytest.fixture
+def page(lab_page, lab):
+    """A aba do módulo; depois de cada teste, fecha os notebooks e desliga os kernels."""
+    try:
+        yield lab_page
+    finally:
+        try:
+            close_all_tabs(lab_page)
+        except Exception:  # noqa: BLE001 - aba num estado estranho depois de uma falha: recarrega
+            load_lab(lab_page, lab)
         lab.shutdown_kernels()
 
 
 def open_notebook(page, lab, path: str) -> None:
-    page.goto(lab.url(path))
+    """Arquivo > Abrir do Caminho…, como o aluno faria, sem recarregar a interface."""
+    page.keyboard.press("Escape")
+    click_menu(page, "Arquivo", "Abrir do Caminho")
+    field = page.locator(".jp-Dialog input").first
+    field.fill(path)
+    field.press("Enter")
+    page.locator(".jp-Dialog").first.wait_for(state="detached")
     wait_for_notebook(page)
 
 
@@ -139,10 +166,14 @@ def test_solucao_executa_e_widget_responde(page, lab, chapter):
     if not (ROOT / "solutions" / chapter / f"{chapter}.ipynb").exists():
         pytest.skip(f"{chapter}: ainda sem solutions/")
     path = f"{SOLUTIONS_DIR}/{chapter}/{chapter}.ipynb"
+    lap = Laps(f"{chapter} solução")
     open_notebook(page, lab, path)
-    TIMINGS[f"{chapter} solução"] = run_all_and_wait(page, lab, timeout_s=300)
+    lap("abrir")
+    run_all_and_wait(page, lab, timeout_s=300)
+    lap("executar tudo")
     save_notebook(page)
     nb = lab.notebook_json(path)
+    lap("salvar")
     errors = error_outputs(nb)
     assert not errors, "\n".join(
         f"célula {i} de {chapter}: {out['ename']}: {out['evalue'][:300]}" for i, out in errors
@@ -167,10 +198,23 @@ def test_solucao_executa_e_widget_responde(page, lab, chapter):
     if not changed and area.locator(".widget-slider").count():
         actions.append(drag_slider(page, area))
         changed = wait_for_new_image(page, area, before)
+    lap("widget")
     area.scroll_into_view_if_needed()
     page.wait_for_timeout(300)
     shot(page, f"{chapter}_solucao_widget")
     assert changed, f"{chapter}: a figura do widget não mudou depois de: {'; '.join(actions)}"
+
+
+class Laps:
+    """Cronômetro das etapas de um teste (vai para artifacts/screenshots/tempos.txt)."""
+
+    def __init__(self, name: str):
+        self.name, self.last = name, time.monotonic()
+
+    def __call__(self, step: str) -> None:
+        now = time.monotonic()
+        TIMINGS[f"{self.name}: {step}"] = now - self.last
+        self.last = now
 
 
 def wait_for_new_image(page, area, before: str, timeout_s: float = 30) -> bool:
@@ -188,10 +232,14 @@ def test_versao_do_aluno_diz_nao_implementado(page, lab, chapter):
     if not (ROOT / "release" / chapter / f"{chapter}.ipynb").exists():
         pytest.skip(f"{chapter}: ainda sem release/")
     path = f"{chapter}/{chapter}.ipynb"
+    lap = Laps(f"{chapter} aluno")
     open_notebook(page, lab, path)
-    TIMINGS[f"{chapter} aluno"] = run_all_and_wait(page, lab, timeout_s=300)
+    lap("abrir")
+    run_all_and_wait(page, lab, timeout_s=300)
+    lap("executar tudo")
     save_notebook(page)
     errors = error_outputs(lab.notebook_json(path))
+    lap("salvar")
     assert errors, f"{chapter}: a versão do aluno rodou sem nenhum 'não implementado'"
     for i, out in errors:
         assert "não implementado" in out["evalue"], (
@@ -212,6 +260,6 @@ def test_versao_do_aluno_diz_nao_implementado(page, lab, chapter):
 
 def test_zz_tempos():
     """Registra os tempos de execução vistos no navegador (informativo)."""
-    lines = [f"{k}: {v:.1f} s" for k, v in sorted(TIMINGS.items())]
+    lines = [f"{k}: {v:.1f} s" for k, v in TIMINGS.items()]
     if lines:
         (SHOTS / "tempos.txt").write_text("\n".join(lines) + f"\ncarga: {os.getloadavg()}\n")
