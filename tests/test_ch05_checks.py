@@ -336,6 +336,11 @@ def test_softmax_in_place_and_shortcut_hidden():
         ch05.check_masked_softmax_hidden(via_sdpa)
 
 
+def test_softmax_mask_none_crash_hinted():
+    with pytest.raises(AssertionError, match="mask=None"):
+        ch05.check_masked_softmax(lambda s, m: ref.masked_softmax(s, m.bool()))
+
+
 def test_stub_not_implemented():
     def stub(*args, **kwargs):
         raise NotImplementedError()

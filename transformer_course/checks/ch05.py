@@ -506,7 +506,8 @@ def _run_softmax(
             )
         return cache[0]
 
-    result = call(fn, SOFTMAX, tried, scores, mask)
+    hint = "com `mask=None`, devolva o softmax comum (nada é bloqueado)." if mask is None else None
+    result = call(fn, SOFTMAX, tried, scores, mask, hint_on_error=hint)
     labels = ["scores"] + ([] if mask is None else ["mask"])
     expect_unchanged(before, [scores] + ([] if mask is None else [mask]), labels, SOFTMAX, tried)
     expect(
