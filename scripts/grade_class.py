@@ -75,6 +75,14 @@ def _log_reason(log: str, student: str, chapter: str) -> str:
     return "o nbgrader não gerou a versão corrigida (veja grading/autograde.log)"
 
 
+def summary_line(reason: str, limit: int = 220) -> str:
+    """A linha mais informativa de uma mensagem de verificação (o diagnóstico, se houver)."""
+    lines = [ln.strip() for ln in reason.splitlines() if ln.strip()] or ["sem mensagem"]
+    useful = [ln for ln in lines if not ln.endswith("falhou.") and not ln.startswith("Teste:")] or lines
+    line = next((ln for ln in useful if ln.startswith("Diagnóstico")), useful[0])
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def ensure_assignment(chapter: str) -> str | None:
     """Registra o capítulo no gradebook se faltar (sem tocar em release/)."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -232,16 +240,11 @@ def main(argv: list[str] | None = None) -> int:
                 status[student, chapter] = fmt_points(got, most) + mark
                 for cell in res.cells:
                     if cell.failed:
-                        first = cell.reason.splitlines() or ["sem mensagem"]
-                        why = next((ln for ln in first if ln.startswith("Diagnóstico")), first[0])
-                        failures.append(
-                            (
-                                student,
-                                chapter,
-                                f"{cell.label} ({cell.kind}) {fmt_points(cell.score, cell.max_score)}: "
-                                f"{why[:200]}",
-                            )
-                        )
+                        why = summary_line(cell.reason)
+                        points = fmt_points(cell.score, cell.max_score)
+                        failures.append((student, chapter, f"{cell.label} ({cell.kind}) {points}: {why}"))
+                for error in res.other_errors[:3]:
+                    failures.append((student, chapter, f"erro em outra célula: {summary_line(error)}"))
     log_path.write_text("\n".join(logs))
     export = nbgrader("export", f"--to={ROOT / 'grading' / 'notas.csv'}")
 

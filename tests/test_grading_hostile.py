@@ -76,13 +76,13 @@ def _hardcoded_source():
     lines = ["RESPOSTAS = {"]
     for Q, K, V, mask in cases:
         out, w = ref(Q, K, V, mask)
-        lines.append(
-            f"    {tuple(Q.shape)!r}: (torch.tensor({out.tolist()!r}), torch.tensor({w.tolist()!r})),"
-        )
+        key = (tuple(Q.shape), tuple(K.shape))
+        lines.append(f"    {key!r}: (torch.tensor({out.tolist()!r}), torch.tensor({w.tolist()!r})),")
     lines.append("}")
     lines.append(SDPA_HEAD.rstrip())
-    lines.append("    if tuple(Q.shape) in RESPOSTAS:")
-    lines.append("        out, w = RESPOSTAS[tuple(Q.shape)]")
+    lines.append("    key = (tuple(Q.shape), tuple(K.shape))")
+    lines.append("    if key in RESPOSTAS:")
+    lines.append("        out, w = RESPOSTAS[key]")
     lines.append("        return out.clone(), w.clone()")
     lines.append("    w = torch.zeros(*Q.shape[:-1], K.size(-2), dtype=Q.dtype)")
     lines.append("    return w @ V, w")
