@@ -16,8 +16,8 @@
 #
 # **Objetivos.** Ao fim deste capítulo você vai saber:
 #
-# 1. montar, com os mesmos blocos dos capítulos 3 a 5, as três famílias: só codificador
-#    (*encoder-only*), só decodificador (*decoder-only*) e codificador-decodificador
+# 1. montar, com os mesmos blocos dos capítulos 3 a 5, as três famílias: só-codificador
+#    (*encoder-only*), só-decodificador (*decoder-only*) e codificador-decodificador
 #    (*encoder-decoder*), e dizer qual serve para qual tarefa;
 # 2. treinar aqui mesmo, em menos de um minuto de CPU, um GPT de caracteres com a prosa deste curso;
 # 3. escrever a geração autorregressiva (*autoregressive generation*): gulosa, com temperatura e com top-k;
@@ -77,12 +77,12 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device} | modo rápido: {RAP
 # Logo depois, cada metade ganhou vida própria. A diferença entre as três famílias não está em
 # peças novas: está em **quem pode atender a quem**.
 #
-# - **Só codificador** (BERT, RoBERTa): autoatenção **bidirecional**, cada posição vê a frase inteira.
+# - **Só-codificador** (BERT, RoBERTa): autoatenção **bidirecional**, cada posição vê a frase inteira.
 #   Ótimo para *entender* um texto já completo: classificar, marcar entidades, achar a resposta num
 #   trecho. O BERT foi pré-treinado como modelo de linguagem mascarado (*masked language model*):
 #   esconde 15 % dos tokens e aprende a adivinhá-los pelos dois lados. Ele não gera texto da esquerda
 #   para a direita.
-# - **Só decodificador** (GPT, LLaMA): autoatenção **causal**, cada posição vê só o passado. Treina
+# - **Só-decodificador** (GPT, LLaMA): autoatenção **causal**, cada posição vê só o passado. Treina
 #   prevendo o próximo token em qualquer texto, sem rótulos, e gera um token por vez.
 # - **Codificador-decodificador** (T5, BART, Whisper): o codificador lê a entrada inteira nos dois
 #   sentidos; o decodificador gera a saída, causal, e consulta a entrada pela **atenção cruzada**
@@ -98,7 +98,7 @@ plots.family_masks_figure()
 # capítulo 5); na atenção cruzada, cada posição da saída vê **todas** as posições da fonte — a
 # fonte já existe inteira, não há futuro para esconder.
 #
-# ### 1.1 Só codificador: um classificador
+# ### 1.1 Só-codificador: um classificador
 #
 # O `TransformerClassifier` do capítulo 4 é um codificador com uma cabeça de classificação em cima
 # da média dos tokens. Sem treino, ele só mostra as formas:
@@ -110,7 +110,7 @@ logits, pesos = classificador(ids)
 logits.shape, pesos[0].shape  # (B, C) e, por camada, (B, H, T, T)
 
 # %% [markdown]
-# ### 1.2 Só decodificador: o bloco do GPT
+# ### 1.2 Só-decodificador: o bloco do GPT
 #
 # Um bloco de decodificador sem atenção cruzada é exatamente um `EncoderLayer` do capítulo 4
 # recebendo a máscara causal. O `TinyGPT` do pacote empilha alguns desses blocos entre um
@@ -190,14 +190,14 @@ def respostas_quiz():
     ### BEGIN SOLUTION
     return {
         # a) classificar: a frase inteira está disponível e a saída é um rótulo; ver os dois lados
-        #    ajuda e não há nada a gerar -> só codificador (BERT e parentes).
+        #    ajuda e não há nada a gerar -> só-codificador (BERT e parentes).
         "a": "encoder",
         # b) traduzir: uma entrada completa vira outra sequência, de outro comprimento e outra
         #    língua -> codificador-decodificador (o caso para o qual o Transformer nasceu).
         "b": "encoder-decoder",
-        # c) continuar um arquivo: prever o próximo token, da esquerda para a direita -> só decodificador.
+        # c) continuar um arquivo: prever o próximo token, da esquerda para a direita -> só-decodificador.
         "c": "decoder",
-        # d) um rótulo por palavra (NER), com o contexto dos dois lados -> só codificador.
+        # d) um rótulo por palavra (NER), com o contexto dos dois lados -> só-codificador.
         "d": "encoder",
         # e) áudio -> texto: a entrada inteira (não textual) é lida de uma vez e a saída é gerada
         #    consultando-a pela atenção cruzada -> codificador-decodificador (Whisper).
@@ -288,7 +288,7 @@ plots.training_curves_figure(historico, linha_unigramas, tokenizador.vocab_size)
 # $T = 1$ é a distribuição do modelo; $T < 1$ a afia (os prováveis ficam mais prováveis); $T > 1$ a
 # achata. Quando $T \to 0^+$, a razão entre o maior termo e qualquer outro, $e^{(z_{\max} - z_i)/T}$,
 # vai ao infinito: $p(T)$ tende ao *one-hot* do argmax. Por isso **temperatura 0 significa
-# escolha gulosa** (*greedy*): `argmax`, sem sorteio — e sem dividir por zero.
+# busca gulosa** (*greedy decoding*): `argmax`, sem sorteio — e sem dividir por zero.
 #
 # Dividir as **probabilidades** por $T$ depois do softmax não faz nada: o sorteio renormaliza e a
 # distribuição é a mesma. A temperatura age nos logits.
@@ -311,7 +311,7 @@ plots.next_char_figure(tokenizador.chars, distribuicoes, "Próximo caractere dep
 # - `model(ids)` devolve logits $(B, T, V)$; use só os da última posição;
 # - `prompt_ids` $(B, T_0)$ inteiros; a saída é um `LongTensor` $(B, T_0 + \text{max\_new\_tokens})$
 #   que começa pelo prompt;
-# - `temperature == 0`: escolha gulosa (argmax); senão divida os logits por `temperature`;
+# - `temperature == 0`: busca gulosa (argmax); senão divida os logits por `temperature`;
 # - `top_k` (ou `None`): mantenha só os `top_k` maiores logits (se `top_k` passar do vocabulário,
 #   mantenha todos);
 # - sorteie com `torch.multinomial(..., generator=generator)`, para que a mesma semente dê o mesmo texto
@@ -370,10 +370,13 @@ for titulo, t, k in (("gulosa (T = 0)", 0.0, None), ("T = 0,8, top-k = 10", 0.8,
     print(f"--- {titulo}\n{tokenizador.decode(saida[0])}\n")
 
 # %% [markdown]
-# A gulosa costuma entrar em laço ("de atenção de atenção de..."): escolher sempre o mais provável
-# não produz o texto mais provável, e repetições se reforçam. Com $T$ alto aparecem sequências de
-# letras sem sentido. No meio, com top-k, saem palavras reais do curso e uma sintaxe que lembra o
-# português — de um modelo de cerca de duzentos mil parâmetros que treinou menos de um minuto.
+# A gulosa costuma entrar em laço, repetindo as mesmas sílabas e palavras curtas: escolher sempre o
+# caractere mais provável não produz o texto mais provável, e cada repetição torna a próxima mais
+# provável. Com $T$ alto aparecem maiúsculas, dígitos e pontuação fora de lugar: a cauda da
+# distribuição ganha peso. No meio, com top-k, saem palavras curtas reais ("de", "da", "que"),
+# terminações do português ("-ção", "-mente") e espaços nos lugares certos — de um modelo de cerca de
+# duzentos mil parâmetros que treinou menos de um minuto. Quanto mais passos o treino conseguir dar na
+# sua máquina, mais legível fica.
 #
 # ### 3.1 Explore: temperatura, top-k e prompt
 #
@@ -547,7 +550,7 @@ plots.kaplan_figure(kaplan_loss_ref, modelos)
 # %% [markdown]
 # ## 6. Perguntas abertas (corrigidas à mão)
 #
-# **Pergunta 1 (2 pontos).** Por que os modelos só decodificador passaram a dominar os grandes
+# **Pergunta 1 (2 pontos).** Por que os modelos só-decodificador passaram a dominar os grandes
 # modelos de linguagem, se o *Transformer* original era codificador-decodificador? Dê pelo menos dois
 # motivos e relacione um deles com algo que você viu neste capítulo.
 
@@ -573,7 +576,7 @@ plots.kaplan_figure(kaplan_loss_ref, modelos)
 # %% [markdown]
 # **Pergunta 2 (2 pontos).** Descreva uma situação em que um codificador-decodificador ainda é a
 # melhor escolha, e explique o que a atenção cruzada e o codificador bidirecional oferecem ali que um
-# modelo só decodificador do mesmo tamanho não oferece tão bem.
+# modelo só-decodificador do mesmo tamanho não oferece tão bem.
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "q_encoder_decoder", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
@@ -615,7 +618,7 @@ plots.kaplan_figure(kaplan_loss_ref, modelos)
 #
 # - A. Vaswani et al. (2017), *Attention Is All You Need*, NeurIPS — o codificador-decodificador original.
 # - J. Devlin et al. (2019), *BERT: Pre-training of Deep Bidirectional Transformers for Language
-#   Understanding*, NAACL — só codificador, modelo de linguagem mascarado.
+#   Understanding*, NAACL — só-codificador, modelo de linguagem mascarado.
 # - A. Radford et al. (2018, 2019), *Improving Language Understanding by Generative Pre-Training* e
 #   *Language Models are Unsupervised Multitask Learners* — GPT e GPT-2.
 # - T. Brown et al. (2020), *Language Models are Few-Shot Learners*, NeurIPS — GPT-3 e o aprendizado

@@ -128,8 +128,14 @@ def test_gpt_learns_below_unigram_baseline_quickly():
     train, val = train_val_split(tok.encode(text))
     torch.manual_seed(0)
     model = TinyGPT(GPTConfig(tok.vocab_size, max_len=32, d_model=48, n_heads=4, n_layers=1, d_ff=96))
-    history = train_gpt(model, train, val, max_steps=120, max_seconds=30, batch_size=32, eval_every=60)
-    assert history["val_loss"][-1] < unigram_baseline(train, val, tok.vocab_size)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # como no notebook: modelo minúsculo, uma thread
+    try:
+        history = train_gpt(model, train, val, max_steps=120, max_seconds=60, batch_size=32, eval_every=60)
+    finally:
+        torch.set_num_threads(threads)
+    assert history["step"][-1] >= 60, f"só {history['step'][-1]} passos em 60 s: CPU sobrecarregada?"
+    assert history["val_loss"][-1] < unigram_baseline(train, val, tok.vocab_size) - 0.3
 
 
 def test_dates():

@@ -29,9 +29,9 @@ def family_masks_figure(n_tokens: int = 6, n_source: int = 5) -> Figure:
     axes = fig.subplots(1, 3)
     cmap = ListedColormap(["#f0f0f0", PALETTE[0]])
     panels = [
-        ("Só codificador (BERT)\nautoatenção bidirecional", np.ones((n_tokens, n_tokens)), "chave (posição)"),
+        ("Só-codificador (BERT)\nautoatenção bidirecional", np.ones((n_tokens, n_tokens)), "chave (posição)"),
         (
-            "Só decodificador (GPT)\nautoatenção causal",
+            "Só-decodificador (GPT)\nautoatenção causal",
             np.tril(np.ones((n_tokens, n_tokens))),
             "chave (posição)",
         ),
