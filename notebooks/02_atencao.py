@@ -36,7 +36,6 @@
 import math
 
 import torch
-from torch.nn import functional as F
 
 from transformer_course import plots
 from transformer_course.attention import attention_entropy as attention_entropy_ref

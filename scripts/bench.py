@@ -37,14 +37,21 @@ CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
 
 def run_notebook(nb, cwd: Path) -> float:
     start = time.perf_counter()
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(cwd)}}).execute()
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+    ).execute()
     return time.perf_counter() - start
 
 
 def floor() -> float:
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-        "import torch\nimport transformer_course.checks, transformer_course.plots, transformer_course.widgets")])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "import torch\n"
+                "import transformer_course.checks, transformer_course.plots, transformer_course.widgets"
+            )
+        ]
+    )
     with tempfile.TemporaryDirectory() as tmp:
         return run_notebook(nb, Path(tmp))
 
@@ -68,9 +75,16 @@ def autograde() -> dict[str, float]:
         for part in ("source", "release", "solutions"):
             shutil.copytree(ROOT / part, course / part)
         for chapter in CHAPTERS:
+
             def nbg(*args):
-                subprocess.run([str(BIN / "nbgrader"), *args, "--log-level=ERROR"], cwd=course, env=env,
-                               check=True, capture_output=True)
+                subprocess.run(
+                    [str(BIN / "nbgrader"), *args, "--log-level=ERROR"],
+                    cwd=course,
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                )
+
             nbg("generate_assignment", chapter, "--force")
             sub = course / "grading" / "submitted" / "bench" / chapter
             sub.mkdir(parents=True)
@@ -105,8 +119,11 @@ def widgets() -> dict[str, float]:
                     samples.append(time.perf_counter() - start)
             label = f"{chapter} {type(explorer).__name__}"
             medians[label] = statistics.median(samples) * 1000
-            print(f"  {label:40s} mediana {medians[label]:6.1f} ms  (máx {max(samples) * 1000:.0f} ms,"
-                  f" {len(samples)} atualizações)", flush=True)
+            print(
+                f"  {label:40s} mediana {medians[label]:6.1f} ms  (máx {max(samples) * 1000:.0f} ms,"
+                f" {len(samples)} atualizações)",
+                flush=True,
+            )
     return medians
 
 

@@ -49,8 +49,11 @@ def stable_ids(nb: nbformat.NotebookNode) -> None:
 def build_source(name: str) -> Path:
     nb = jupytext.read(ROOT / "notebooks" / f"{name}.py")
     nb.metadata.pop("jupytext", None)
-    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python",
-                                 "name": "python3"}
+    nb.metadata["kernelspec"] = {
+        "display_name": "Python 3 (ipykernel)",
+        "language": "python",
+        "name": "python3",
+    }
     nb.metadata["language_info"] = {"name": "python"}
     for cell in nb.cells:
         if cell.cell_type == "code":
@@ -81,12 +84,12 @@ def generate(name: str) -> None:
     with open(lock_path, "w") as lock, tempfile.TemporaryDirectory() as tmp:
         fcntl.flock(lock, fcntl.LOCK_EX)
         release, solutions = Path(tmp) / "release", Path(tmp) / "solutions"
-        nbgrader("generate_assignment", name, "--force",
-                 f"--CourseDirectory.release_directory={release}")
-        nbgrader("generate_solution", name, "--force",
-                 f"--CourseDirectory.solution_directory={solutions}")
-        for produced, final in ((release / name, ROOT / "release" / name),
-                                (solutions / name, ROOT / "solutions" / name)):
+        nbgrader("generate_assignment", name, "--force", f"--CourseDirectory.release_directory={release}")
+        nbgrader("generate_solution", name, "--force", f"--CourseDirectory.solution_directory={solutions}")
+        for produced, final in (
+            (release / name, ROOT / "release" / name),
+            (solutions / name, ROOT / "solutions" / name),
+        ):
             if not (produced / f"{name}.ipynb").exists():
                 sys.exit(f"o nbgrader não gerou {produced / name}.ipynb")
             shutil.rmtree(final, ignore_errors=True)

@@ -22,8 +22,13 @@ def main(path: str, out: str | None = None) -> int:
     target = Path(out) if out else ROOT / "artifacts" / "render" / Path(path).stem
     target.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(Path(path).parent)}}).execute()
+    NotebookClient(
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(Path(path).parent)}},
+    ).execute()
     print(f"executado em {time.perf_counter() - start:.1f} s")
     errors = 0
     for i, cell in enumerate(nb.cells):

@@ -34,7 +34,11 @@ def pytest_collection_modifyitems(config, items):
 def nbgrader(cwd: Path, *args: str, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
     """Roda um comando do nbgrader a partir de ``cwd`` (a raiz de um curso)."""
     result = subprocess.run(
-        [str(BIN / "nbgrader"), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        [str(BIN / "nbgrader"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"},
     )
     if check and result.returncode != 0:
@@ -47,6 +51,7 @@ def copy_course(target: Path, parts=("source", "release", "solutions", "notebook
     target.mkdir(parents=True, exist_ok=True)
     shutil.copy2(ROOT / "nbgrader_config.py", target / "nbgrader_config.py")
     for part in parts:
-        shutil.copytree(ROOT / part, target / part, ignore=shutil.ignore_patterns(
-            ".ipynb_checkpoints", "__pycache__"))
+        shutil.copytree(
+            ROOT / part, target / part, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
+        )
     return target

@@ -45,8 +45,7 @@ def _submissions(chapter):
 
 def _score(gb, chapter, student):
     sub = gb.find_submission(chapter, student)
-    auto = [g for nb in sub.notebooks for g in nb.grades if g.auto_score is not None
-            or g.cell_type == "code"]
+    auto = [g for nb in sub.notebooks for g in nb.grades if g.auto_score is not None or g.cell_type == "code"]
     return sum(g.score or 0 for g in auto), sum(g.max_score for g in auto)
 
 
@@ -83,5 +82,6 @@ def test_autograde_end_to_end(chapter, tmp_path):
         html = (course / "grading" / "feedback" / "sem_escala" / chapter / f"{chapter}.html").read_text()
         text = re.sub(r"<[^>]+>", "", html)
         assert "SEM a divisão por √d_k" in text
-        assert "check_scaled_dot_product_attention_hidden(" not in text, "a devolutiva mostra os testes ocultos"
+        hidden_call = "check_scaled_dot_product_attention_hidden("
+        assert hidden_call not in text, "a devolutiva mostra os testes ocultos"
         assert "BEGIN HIDDEN TESTS" not in text

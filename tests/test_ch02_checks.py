@@ -67,8 +67,15 @@ def test_correct_variants_pass(fn, check, capsys):
 # ----------------------------------------------------------------- erros conhecidos
 
 
-def make_sdpa(scale=None, dim=-1, mask_mode="right", inplace=False, return_scores=False,
-              use_bmm=False, use_builtin=False):
+def make_sdpa(
+    scale=None,
+    dim=-1,
+    mask_mode="right",
+    inplace=False,
+    return_scores=False,
+    use_bmm=False,
+    use_builtin=False,
+):
     def fn(Q, K, V, mask=None):
         if use_builtin:
             out = F.scaled_dot_product_attention(Q, K, V, attn_mask=mask)

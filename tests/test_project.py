@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import tomllib
 
+import tomllib
 import yaml
 from conftest import CHAPTERS, ROOT
 
@@ -20,8 +20,13 @@ def test_environment_yml_agrees_with_pyproject():
     wanted = {_name(r) for r in project["dependencies"]}
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     conda = {_name(d) for d in env["dependencies"] if isinstance(d, str)}
-    pip = {_name(d) for block in env["dependencies"] if isinstance(block, dict) for d in block["pip"]
-           if not d.startswith("-e")}
+    pip = {
+        _name(d)
+        for block in env["dependencies"]
+        if isinstance(block, dict)
+        for d in block["pip"]
+        if not d.startswith("-e")
+    }
     aliases = {"pytorch-cpu": "torch"}
     found = {aliases.get(n, n) for n in conda | pip} - {"python", "pip"}
     assert found == wanted, f"só no environment.yml: {found - wanted}; só no pyproject: {wanted - found}"
@@ -53,8 +58,9 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_makefile_targets_exist():
-    out = subprocess.run(["make", "-n", "-C", str(ROOT), "lab", "test", "assignments", "bench"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), "lab", "test", "assignments", "bench"], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
 
 
@@ -82,8 +88,16 @@ def test_glossary_exists_with_core_terms():
 
 def test_gitignore_keeps_student_and_grading_files_out():
     ignored = subprocess.run(
-        ["git", "check-ignore", "aluno/x.ipynb", "grading/gradebook.db", "grading/submitted/a/b.ipynb",
-         ".venv/bin/python"],
-        cwd=ROOT, capture_output=True, text=True,
+        [
+            "git",
+            "check-ignore",
+            "aluno/x.ipynb",
+            "grading/gradebook.db",
+            "grading/submitted/a/b.ipynb",
+            ".venv/bin/python",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     ).stdout.split()
     assert len(ignored) == 4, ignored

@@ -17,11 +17,18 @@ def test_release_runs_up_to_its_stubs(chapter, tmp_path, monkeypatch):
     monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
     path = ROOT / "release" / chapter / f"{chapter}.ipynb"
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(
+        nb,
+        timeout=300,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
     client.execute()
     errors = [
-        (i, out) for i, cell in enumerate(nb.cells) for out in cell.get("outputs", [])
+        (i, out)
+        for i, cell in enumerate(nb.cells)
+        for out in cell.get("outputs", [])
         if out.output_type == "error"
     ]
     assert errors, "a versão do aluno deveria ter exercícios não implementados"
@@ -30,19 +37,30 @@ def test_release_runs_up_to_its_stubs(chapter, tmp_path, monkeypatch):
             f"célula {i} de {chapter}: {out.ename}: {out.evalue[:300]}"
         )
         assert len(out.traceback) <= 12, f"célula {i}: traceback longo demais ({len(out.traceback)} linhas)"
+
     def has_code(cell):
         return any(line.strip() and not line.lstrip().startswith("#") for line in cell.source.splitlines())
 
-    visible_tests = {i for i, c in enumerate(nb.cells) if c.cell_type == "code" and has_code(c)
-                     and c.metadata.get("nbgrader", {}).get("grade")}
-    assert visible_tests <= {i for i, _ in errors}, "toda célula de teste visível deve dizer 'não implementado'"
+    visible_tests = {
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and has_code(c) and c.metadata.get("nbgrader", {}).get("grade")
+    }
+    failed = {i for i, _ in errors}
+    assert visible_tests <= failed, "toda célula de teste visível deve dizer 'não implementado'"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_release_hides_solutions_and_hidden_tests(chapter):
     text = (ROOT / "release" / chapter / f"{chapter}.ipynb").read_text()
-    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "_hidden(", "Rubrica",
-                   "BEGIN MARK SCHEME"):
+    for marker in (
+        "BEGIN SOLUTION",
+        "END SOLUTION",
+        "BEGIN HIDDEN TESTS",
+        "_hidden(",
+        "Rubrica",
+        "BEGIN MARK SCHEME",
+    ):
         assert marker not in text, f"{chapter}: a versão do aluno contém {marker!r}"
     nb = json.loads(text)
     assert any("SEU CÓDIGO AQUI" in "".join(c["source"]) for c in nb["cells"])
@@ -64,6 +82,6 @@ def test_chapter_structure(chapter):
     markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     for heading in ("Objetivos", "Resumo", "Para ir além"):
         assert heading in markdown, f"falta a seção {heading!r}"
-    for c, m in zip(nb.cells, meta):
+    for m in meta:
         if m:
             assert m.get("schema_version") == 3 and m.get("grade_id"), m

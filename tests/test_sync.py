@@ -19,8 +19,14 @@ def _tree(path):
 @pytest.fixture(scope="module")
 def regenerated(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("curso"), parts=("notebooks", "scripts"))
-    result = subprocess.run([sys.executable, "scripts/build_assignments.py"], cwd=course,
-                            capture_output=True, text=True, env=os.environ, timeout=900)
+    result = subprocess.run(
+        [sys.executable, "scripts/build_assignments.py"],
+        cwd=course,
+        capture_output=True,
+        text=True,
+        env=os.environ,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return course
 
@@ -29,7 +35,7 @@ def regenerated(tmp_path_factory):
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_generated_folders_are_in_sync(regenerated, stage, chapter):
     committed, fresh = ROOT / stage / chapter, regenerated / stage / chapter
-    assert _tree(committed) == _tree(fresh), f"{stage}/{chapter}: arquivos diferentes; rode `make assignments`"
+    assert _tree(committed) == _tree(fresh), f"{stage}/{chapter}: outros arquivos; rode `make assignments`"
     for rel in _tree(fresh):
         assert filecmp.cmp(committed / rel, fresh / rel, shallow=False), (
             f"{stage}/{chapter}/{rel} difere da regeneração; rode `make assignments` e versione o resultado"

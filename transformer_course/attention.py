@@ -67,8 +67,9 @@ def scaling_statistics(
         ``entropy_raw``, ``entropy_scaled``, ``grad_raw``, ``grad_scaled``.
     """
     gen = torch.Generator().manual_seed(seed)
-    stats: dict[str, list[float]] = {k: [] for k in (
-        "std_raw", "std_scaled", "entropy_raw", "entropy_scaled", "grad_raw", "grad_scaled")}
+    stats: dict[str, list[float]] = {
+        k: [] for k in ("std_raw", "std_scaled", "entropy_raw", "entropy_scaled", "grad_raw", "grad_scaled")
+    }
     for d_k in d_ks:
         q = torch.randn(n_queries, 1, d_k, generator=gen)
         k = torch.randn(n_queries, n_keys, d_k, generator=gen)

@@ -99,7 +99,11 @@ def _student_line(exc: BaseException) -> str:
 
 
 def call(
-    fn: Callable, name: str, tried: str, *args: Any, hint_on_error: str | None = None,
+    fn: Callable,
+    name: str,
+    tried: str,
+    *args: Any,
+    hint_on_error: str | None = None,
     **kwargs: Any,
 ) -> Any:
     """Chama a função do aluno, convertendo exceções em mensagens claras.
@@ -140,7 +144,11 @@ def expect(condition: bool, name: str, tried: str, body: str, hint: str | None =
 
 
 def expect_shape(
-    value: Any, shape: Sequence[int], name: str, tried: str, what: str = "a saída",
+    value: Any,
+    shape: Sequence[int],
+    name: str,
+    tried: str,
+    what: str = "a saída",
     hint: str | None = None,
 ) -> None:
     """Exige um tensor com a forma dada."""
@@ -149,8 +157,10 @@ def expect_shape(
         raise _fail(name, tried, f"Esperava um tensor em {what}; veio {describe(value)}.", hint)
     if tuple(value.shape) != tuple(shape):
         raise _fail(
-            name, tried,
-            f"Forma errada em {what}: esperada {tuple(shape)}, obtida {tuple(value.shape)}.", hint,
+            name,
+            tried,
+            f"Forma errada em {what}: esperada {tuple(shape)}, obtida {tuple(value.shape)}.",
+            hint,
         )
 
 
@@ -159,8 +169,10 @@ def _matches(actual: torch.Tensor, candidate: Any, dtype: torch.dtype) -> bool:
         return False
     try:
         torch.testing.assert_close(
-            actual.detach().to(torch.float64), candidate.detach().to(torch.float64),
-            equal_nan=True, **tolerances(dtype),
+            actual.detach().to(torch.float64),
+            candidate.detach().to(torch.float64),
+            equal_nan=True,
+            **tolerances(dtype),
         )
     except AssertionError:
         return False
@@ -196,13 +208,15 @@ def expect_close(
     expect_shape(actual, expected.shape, name, tried, what, hint=diagnose())
     if actual.dtype != expected.dtype:
         raise _fail(
-            name, tried,
+            name,
+            tried,
             f"dtype errado em {what}: esperado {expected.dtype}, obtido {actual.dtype} "
             "(a função deve preservar o dtype das entradas).",
         )
     if actual.device != expected.device:
         raise _fail(
-            name, tried,
+            name,
+            tried,
             f"O resultado ({what}) está em {actual.device}, mas as entradas estavam em {expected.device} "
             "(não fixe `cpu`/`cuda` no código; use o device das entradas).",
         )
@@ -240,18 +254,20 @@ def snapshot(*tensors: torch.Tensor) -> list[torch.Tensor]:
 
 
 def expect_unchanged(
-    before: Sequence[torch.Tensor], after: Sequence[torch.Tensor], labels: Sequence[str],
-    name: str, tried: str,
+    before: Sequence[torch.Tensor],
+    after: Sequence[torch.Tensor],
+    labels: Sequence[str],
+    name: str,
+    tried: str,
 ) -> None:
     """Exige que as entradas não tenham sido modificadas no lugar (*in place*)."""
     __tracebackhide__ = True
     for label, old, new in zip(labels, before, after, strict=True):
-        same = old.shape == new.shape and torch.equal(
-            torch.nan_to_num(old), torch.nan_to_num(new.detach())
-        )
+        same = old.shape == new.shape and torch.equal(torch.nan_to_num(old), torch.nan_to_num(new.detach()))
         if not same:
             raise _fail(
-                name, tried,
+                name,
+                tried,
                 f"A entrada `{label}` foi modificada pela sua função.",
                 "operação no lugar (*in place*, como `masked_fill_`, `div_` ou `+=`) "
                 "sobre a entrada; use a versão que devolve um tensor novo.",
@@ -272,13 +288,15 @@ def expect_raises(
         except exc_type as exc:
             if not str(exc).strip():
                 raise _fail(
-                    name, tried,
+                    name,
+                    tried,
                     f"Levantou {exc_type.__name__}, mas sem mensagem: explique o problema ao usuário.",
                 ) from None
             return
         except Exception as exc:  # noqa: BLE001
             raise _fail(
-                name, tried,
+                name,
+                tried,
                 f"Esperava {exc_type.__name__}; sua função levantou {type(exc).__name__}: {exc}",
             ) from None
     raise _fail(name, tried, f"Esperava {exc_type.__name__}, mas nenhuma exceção foi levantada.")

@@ -80,7 +80,9 @@ def _expect_own_code(fn: Callable, name: str, *args) -> None:
     with _reference_calls() as spy:
         call(fn, name, "chamada vigiada", *args)
     expect(
-        not spy.used, name, "origem da função",
+        not spy.used,
+        name,
+        "origem da função",
         f"Sua função chama a implementação de referência do pacote "
         f"(`transformer_course.attention.{spy.used[0] if spy.used else ''}`).",
         "escreva a sua própria implementação em vez de chamar a do pacote.",
@@ -128,19 +130,26 @@ def _mistakes(Q, K, V, mask):
         ("a atenção escalada por √d_v (largura de V) em vez de √d_k", {"scale": 1 / math.sqrt(d_v)}),
         ("a atenção dividida por d_v em vez de √d_k", {"scale": 1 / d_v}),
         ("a atenção multiplicada por √d_k em vez de dividida", {"scale": math.sqrt(d_k)}),
-        ("o softmax no eixo das consultas (dim=-2) em vez do eixo das chaves (dim=-1)",
-         {"scale": right, "dim": -2}),
+        (
+            "o softmax no eixo das consultas (dim=-2) em vez do eixo das chaves (dim=-1)",
+            {"scale": right, "dim": -2},
+        ),
     ]
     if mask is not None:
         cases += [
-            ("a máscara invertida: você bloqueou as posições True, mas aqui True = pode atender",
-             {"scale": right, "mask_mode": "inverted"}),
-            ("a máscara aplicada DEPOIS do softmax (as linhas deixam de somar 1)",
-             {"scale": right, "mask_mode": "after"}),
-            ("as posições bloqueadas preenchidas com 0 em vez de -inf "
-             "(exp(0) = 1 ainda dá peso a elas)", {"scale": right, "mask_mode": "zero"}),
-            ("a atenção sem máscara (a máscara foi ignorada)",
-             {"scale": right, "mask_mode": "ignored"}),
+            (
+                "a máscara invertida: você bloqueou as posições True, mas aqui True = pode atender",
+                {"scale": right, "mask_mode": "inverted"},
+            ),
+            (
+                "a máscara aplicada DEPOIS do softmax (as linhas deixam de somar 1)",
+                {"scale": right, "mask_mode": "after"},
+            ),
+            (
+                "as posições bloqueadas preenchidas com 0 em vez de -inf (exp(0) = 1 ainda dá peso a elas)",
+                {"scale": right, "mask_mode": "zero"},
+            ),
+            ("a atenção sem máscara (a máscara foi ignorada)", {"scale": right, "mask_mode": "ignored"}),
         ]
     outputs, weights = [], []
     for label, kwargs in cases:
@@ -190,7 +199,9 @@ def _run_sdpa(fn: Callable, Q, K, V, mask=None, extra="", hint_on_error=None):
     after = [Q, K, V] + ([] if mask is None else [mask])
     expect_unchanged(before, after, labels, SDPA, tried)
     expect(
-        isinstance(result, tuple) and len(result) == 2, SDPA, tried,
+        isinstance(result, tuple) and len(result) == 2,
+        SDPA,
+        tried,
         f"Esperava uma tupla (output, weights); veio {describe(result)}.",
     )
     output, weights = result
@@ -215,7 +226,9 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
     n += 1
     sums = weights.sum(-1)
     expect(
-        torch.allclose(sums, torch.ones_like(sums), atol=1e-5), SDPA, _tried(Q, K, V, None),
+        torch.allclose(sums, torch.ones_like(sums), atol=1e-5),
+        SDPA,
+        _tried(Q, K, V, None),
         f"Cada linha dos pesos deveria somar 1; somas obtidas: {sums.flatten()[:4].tolist()}",
     )
     n += 1
@@ -225,7 +238,9 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
     _, weights = _run_sdpa(fn, Q, K, V, mask)
     blocked = weights.detach().masked_select(~mask.expand_as(weights))
     expect(
-        bool((blocked == 0).all()), SDPA, _tried(Q, K, V, mask),
+        bool((blocked == 0).all()),
+        SDPA,
+        _tried(Q, K, V, mask),
         f"Posições bloqueadas receberam peso (maior: {blocked.abs().max().item():.3g}).",
     )
     n += 1
@@ -243,7 +258,8 @@ def check_scaled_dot_product_attention_hidden(fn: Callable) -> None:
     n = 0
     expect(
         getattr(fn, "__code__", None) is not reference.scaled_dot_product_attention.__code__,
-        SDPA, "origem da função",
+        SDPA,
+        "origem da função",
         "Sua função é a implementação de referência do pacote `transformer_course`.",
         "escreva a sua própria implementação em vez de importá-la.",
     )
@@ -280,7 +296,9 @@ def check_scaled_dot_product_attention_hidden(fn: Callable) -> None:
     tried = _tried(Q, K, V, None, " (gradientes)")
     output, _ = call(fn, SDPA, tried, Qs, Ks, Vs, None)
     expect(
-        isinstance(output, torch.Tensor) and output.requires_grad, SDPA, tried,
+        isinstance(output, torch.Tensor) and output.requires_grad,
+        SDPA,
+        tried,
         "A saída não está ligada ao grafo de gradientes (use só operações do PyTorch, "
         "sem `.detach()`, `.numpy()` ou `.item()`).",
     )
@@ -294,7 +312,9 @@ def check_scaled_dot_product_attention_hidden(fn: Callable) -> None:
     with forbid_torch_functions(F.scaled_dot_product_attention) as mode:
         call(fn, SDPA, "chamada vigiada", Q, K, V, None)
     expect(
-        not mode.used, SDPA, _tried(Q, K, V, None),
+        not mode.used,
+        SDPA,
+        _tried(Q, K, V, None),
         "Sua função chama `F.scaled_dot_product_attention`.",
         "o exercício pede que você escreva a atenção com matmul e softmax.",
     )
@@ -329,7 +349,9 @@ def _run_entropy(fn: Callable, weights: torch.Tensor, tried: str) -> torch.Tenso
             hint = "você somou sobre todos os elementos; a entropia é por linha (dim=-1)."
     expect_shape(result, expected.shape, ENTROPY, tried, hint=hint)
     expect(
-        not (torch.isnan(result).any() and (weights == 0).any()), ENTROPY, tried,
+        not (torch.isnan(result).any() and (weights == 0).any()),
+        ENTROPY,
+        tried,
         f"A saída contém {int(torch.isnan(result).sum())} NaN.",
         "0·log 0 deu NaN: trate os pesos nulos (0·log 0 = 0), com `torch.where` ou `torch.xlogy`.",
     )

@@ -13,7 +13,7 @@ from .common import __all__ as _common_all
 
 __all__ = list(_common_all)
 
-for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):  # noqa: F405
     if _info.name.startswith("ch"):
         _module = importlib.import_module(f"{__name__}.{_info.name}")
         for _name in _module.__all__:

@@ -42,9 +42,18 @@ def attention_heatmap(
     else:
         fig = ax.figure
     sns.heatmap(
-        to_numpy(weights), ax=ax, cmap=SEQUENTIAL, vmin=0.0, vmax=1.0, annot=annotate, fmt=".2f",
-        xticklabels=list(key_labels), yticklabels=list(query_labels), square=False,
-        cbar_kws={"label": "peso"}, annot_kws={"fontsize": 8},
+        to_numpy(weights),
+        ax=ax,
+        cmap=SEQUENTIAL,
+        vmin=0.0,
+        vmax=1.0,
+        annot=annotate,
+        fmt=".2f",
+        xticklabels=list(key_labels),
+        yticklabels=list(query_labels),
+        square=False,
+        cbar_kws={"label": "peso"},
+        annot_kws={"fontsize": 8},
     )
     ax.set_xlabel("chave (posição atendida)")
     ax.set_ylabel("consulta (quem pergunta)")

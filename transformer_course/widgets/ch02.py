@@ -88,7 +88,10 @@ def dk_widget(seq_len: int = 8, seed: int = 0):
 
     explorer = DkExplorer(seq_len=seq_len, seed=seed)
     slider = widgets.SelectionSlider(
-        options=DK_OPTIONS, value=64, description="d_k", continuous_update=False,
+        options=DK_OPTIONS,
+        value=64,
+        description="d_k",
+        continuous_update=False,
         layout=widgets.Layout(width="420px"),
     )
 
