@@ -421,8 +421,8 @@ x2, _ = attention_ref(x1, x1, x1, mascara_4d[:, 0])
 # pequeno; mas é um valor sem sentido que circula pela rede, e nada avisa se um dia ele importar.
 # A saída honesta para "não há nada a ver" é **zero**. É o que o seu `masked_softmax` vai fazer.
 #
-# **E em float16?** Treinar em meia precisão (*mixed precision*) é comum em GPU. O maior número
-# finito do float16 é 65504, então $-10^9$ **não cabe**:
+# **E em float16?** Treinar em precisão mista (*mixed precision*), com os scores em float16, é comum
+# em GPU. O maior número finito do float16 é 65504, então $-10^9$ **não cabe**:
 
 # %%
 s16 = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float16)
