@@ -460,16 +460,17 @@ plots.attention_cost_figure(custo, inclinacoes, memoria)
 # %% [markdown]
 # **Leitura da figura.** As inclinações são ajustadas nos três maiores comprimentos (nos pequenos,
 # o tempo fixo de chamar as funções pesa mais que a conta). Elas ficam perto de 2, como os FLOPs
-# contados (tracejado, eixo direito): o tempo cresce com o quadrado do comprimento. O valor exato varia com a máquina:
-# a ingênua costuma passar um pouco de 2 quando a matriz $n \times n$ deixa de caber no *cache* do
-# processador (cada dobra de $n$ então custa mais que 4×), e numa CPU ocupada por outros programas as
-# medidas oscilam — rode a célula de novo e compare.
+# contados (tracejado, eixo direito): o tempo cresce com o quadrado do comprimento. O valor exato
+# varia com a máquina: a ingênua costuma passar de 2 quando a matriz $n \times n$ deixa de caber no
+# *cache* do processador (cada dobra de $n$ então custa mais que 4×), e numa CPU ocupada por outros
+# programas as medidas oscilam — rode a célula de novo e compare.
 #
 # À direita, a memória. A versão ingênua aloca algumas matrizes $n \times n$ inteiras (os scores, os
 # scores divididos por $\sqrt{d}$, os pesos do softmax): a curva medida corre paralela à conta
 # $4n^2$ bytes, inclinação 2. A `F.scaled_dot_product_attention` da CPU percorre as chaves em blocos
-# e aloca muito menos, quase sem crescer com $n^2$ — a mesma ideia da FlashAttention, abaixo. Para $n = 4096$, a matriz de
-# scores de **uma** cabeça já ocupa 64 MiB; um modelo com 32 cabeças e 32 camadas multiplica isso.
+# e aloca muito menos, quase sem crescer com $n^2$ — a mesma ideia da FlashAttention, abaixo. Para
+# $n = 4096$, a matriz de scores de **uma** cabeça já ocupa 64 MiB; um modelo com 32 cabeças e 32
+# camadas multiplica isso.
 #
 # **FlashAttention** (Dao et al., 2022) calcula **exatamente** o mesmo resultado sem nunca guardar a
 # matriz $n \times n$ na memória principal da GPU. A ideia é ser consciente da entrada e saída de
@@ -484,7 +485,7 @@ plots.attention_cost_figure(custo, inclinacoes, memoria)
 # %% [markdown]
 # ## 5. Leis de escala
 #
-# Kaplan et al. (2020) treinaram modelos de linguagem de $10^3$ a $10^9$ parâmetros e acharam que,
+# Kaplan et al. (2020) treinaram modelos de linguagem de 768 a 1,5 bilhão de parâmetros e acharam que,
 # com dados suficientes e treino até perto da convergência, a perda de teste segue uma lei de
 # potência no número $N$ de parâmetros (sem contar os *embeddings*):
 #
