@@ -35,10 +35,11 @@ class LNGradientExplorer:
         (self.other,) = self.ax_bars.plot([], [], "_", ms=22, mew=2.5, color="gray",
                                           label="o outro arranjo")
         self.ax_bars.set_ylim(0, top)
+        self.ax_bars.set_xticks(depths)  # fixos; update só muda os limites
         self.ax_bars.set_xlabel("camada (1 = perto da entrada)")
         self.ax_bars.set_ylabel("‖∂L/∂W²‖ (Frobenius)")
         self.ax_bars.grid(alpha=0.3, axis="y")
-        self.ax_bars.legend(loc="upper right", fontsize=8)
+        self.legend = self.ax_bars.legend(loc="upper right", fontsize=8)
 
         for norm_first, marker in ((False, "o-"), (True, "s-")):
             last = [self.results[(norm_first, d)][-1].item() for d in depths]
@@ -52,6 +53,10 @@ class LNGradientExplorer:
         ax_last.grid(alpha=0.3)
         ax_last.legend(fontsize=8)
         self.update("Pre-LN", min(6, self.max_depth))
+        # O layout "constrained" é calculado uma vez, no primeiro desenho, e depois congelado:
+        # recalculá-lo a cada movimento do controle custaria mais que todo o resto do desenho.
+        self.fig.draw_without_rendering()
+        self.fig.set_layout_engine("none")
 
     def update(self, mode: str, depth: int) -> Figure:
         """Redesenha para ``mode`` ("Pre-LN" ou "Post-LN (2017)") e ``depth`` camadas."""
@@ -65,8 +70,8 @@ class LNGradientExplorer:
                 bar.set_height(values[i])
                 bar.set_color(LN_COLORS[norm_first])
         self.other.set_data(np.arange(1, depth + 1), other)
+        self.legend.get_texts()[0].set_text(f"{LN_NAMES[not norm_first]} (o outro arranjo)")
         self.ax_bars.set_xlim(0.4, depth + 0.6)
-        self.ax_bars.set_xticks(np.arange(1, depth + 1))
         self.marker.set_xdata([depth, depth])
         ratio = values[0] / values[-1]
         self.ax_bars.set_title(
