@@ -109,3 +109,27 @@ def generation_widget(model, tokenizer, n_chars: int = 60):
             output,
         ]
     )
+
+
+def _bench_explorer() -> GenerationExplorer:
+    """Explorador com um TinyGPT do tamanho do notebook (sem treino: o tempo não depende dos pesos)."""
+    from ..generation import GPTConfig, TinyGPT
+    from ..text import CharTokenizer, course_corpus
+
+    tokenizer = CharTokenizer(course_corpus())
+    torch.manual_seed(0)
+    model = TinyGPT(GPTConfig(vocab_size=tokenizer.vocab_size)).eval()
+    return GenerationExplorer(model, tokenizer)
+
+
+# Casos do `make bench` (scripts/bench.py): orçamento de 300 ms por atualização.
+BENCH = [
+    (
+        _bench_explorer,
+        [
+            {"temperature": 0.8, "top_k": 0, "prompt": "A atenção ", "seed": 0},
+            {"temperature": 0.0, "top_k": 0, "prompt": "O modelo ", "seed": 1},
+            {"temperature": 1.2, "top_k": 10, "prompt": "Capítulo ", "seed": 2},
+        ],
+    )
+]
