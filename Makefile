@@ -42,6 +42,9 @@ lab: workspace
 assignments: $(STAMP)
 	$(BIN)/python scripts/build_assignments.py $(CHAPTER)
 
+# Nos testes, cada kernel usa um thread só: com 2 workers em 2 núcleos, threads a mais só disputam a CPU.
+test: export OMP_NUM_THREADS := 1
+test-fast: export OMP_NUM_THREADS := 1
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15
 

@@ -5,7 +5,8 @@
 3. o tempo de `nbgrader autograde` por notebook (o gabarito como entrega; NBGRADER_EXECUTION é
    definido pelo próprio nbgrader), numa cópia temporária do curso;
 4. a mediana do tempo de resposta de cada exploração: ``update(...)`` + desenho do PNG, como o
-   JupyterLab o recebe. Cada ``widgets/chNN.py`` declara ``BENCH = [(fábrica, [kwargs, ...])]``.
+   JupyterLab o recebe. Cada ``widgets/chNN.py`` declara ``BENCH = [(fábrica, [kwargs, ...])]``;
+5. o forward do ``MultiHeadAttention`` de referência ÷ ``nn.MultiheadAttention``, lado a lado.
 
 Orçamentos (COURSE_SPEC §6): capítulo ≤ 60 s (cap. 7: 90 s), curso ≤ 5 min, correção ≤ 20 s por
 notebook, exploração ≤ 100 ms (texto do cap. 7: 300 ms).
@@ -127,6 +128,31 @@ def widgets() -> dict[str, float]:
     return medians
 
 
+def mha_ratio() -> None:
+    """Tempo do MultiHeadAttention de referência ÷ nn.MultiheadAttention, lado a lado, mesma entrada."""
+    import torch
+    from torch import nn
+
+    from transformer_course.multihead import MultiHeadAttention, load_from_torch
+
+    for B, T, D, H in ((8, 64, 256, 8), (16, 128, 512, 8), (2, 16, 64, 4)):
+        torch.manual_seed(0)
+        theirs = nn.MultiheadAttention(D, H, batch_first=True)
+        ours = load_from_torch(MultiHeadAttention(D, H), theirs)
+        x = torch.randn(B, T, D)
+        ratios = []
+        for _ in range(7):  # medianas intercaladas: o mesmo ruído da máquina para os dois
+            times = []
+            for module in (ours, theirs):
+                start = time.perf_counter()
+                for _ in range(20):
+                    module(x, x, x)
+                times.append(time.perf_counter() - start)
+            ratios.append(times[0] / times[1])
+        print(f"  (B, T, D, H) = {(B, T, D, H)}: referência / nn.MultiheadAttention = "
+              f"{statistics.median(ratios):.2f}×  (treino, com grafo de gradientes)", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-notebooks", action="store_true")
@@ -147,6 +173,8 @@ def main() -> None:
     if not args.skip_widgets:
         print("explorações: update + PNG (72 dpi):")
         widgets()
+    print("atenção com múltiplas cabeças, forward:")
+    mha_ratio()
 
 
 if __name__ == "__main__":

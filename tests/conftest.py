@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# Entregas de propósito quebradas (JSON inválido...) para os testes de correção: não são testes.
+collect_ignore = ["fixtures"]
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))

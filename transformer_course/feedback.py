@@ -38,6 +38,11 @@ __all__ = [
 ]
 
 
+# A primeira chamada de `assert_close` num processo importa módulos pesados (~2 s); pagamos isso
+# aqui, na importação, e não dentro da primeira célula corrigida.
+torch.testing.assert_close(torch.zeros(1), torch.zeros(1))
+
+
 class CheckFailure(AssertionError):
     """Falha de uma verificação, com a mensagem em pt-BR já pronta para o aluno."""
 
