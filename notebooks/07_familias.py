@@ -140,7 +140,7 @@ with torch.no_grad():
 vocab_datas = DateVocab()
 torch.manual_seed(0)
 tradutor = DateSeq2Seq(vocab_datas.size, d_model=48, n_heads=4, n_layers=1, d_ff=96).to(device)
-hist_datas = train_dates(tradutor, vocab_datas, steps=10 if RAPIDO else 200, lr=5e-3, max_seconds=12.0)
+hist_datas = train_dates(tradutor, vocab_datas, steps=10 if RAPIDO else 200, lr=5e-3, max_seconds=20.0)
 print(f"{len(hist_datas['loss'])} passos em {hist_datas['seconds'][0]:.1f} s; "
       f"perda final {hist_datas['loss'][-1]:.3f}")
 
