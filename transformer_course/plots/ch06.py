@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from .common import PALETTE, to_numpy
 
@@ -32,7 +33,7 @@ def dataset_overview(labels, lengths, n_classes: int, class_names: Sequence[str]
     ax_cls.set_ylabel("exemplos")
     ax_cls.set_title("Equilíbrio das classes")
     edges = np.arange(lengths.min(), lengths.max() + 2) - 0.5
-    ax_len.hist(lengths, bins=edges, color=PALETTE[2], edgecolor="white")
+    ax_len.hist(lengths, bins=edges, color="0.55", edgecolor="white")
     ax_len.set_xlabel("comprimento (tokens reais, sem padding)")
     ax_len.set_ylabel("exemplos")
     ax_len.set_title("Comprimentos das sequências")
@@ -49,16 +50,19 @@ def noam_curves(
     steps = np.arange(0, n_steps + 1)
     fig = Figure(figsize=(8, 3.6), layout="constrained")
     ax = fig.add_subplot()
+    top = 0.0
     for i, (d_model, warmup, factor) in enumerate(settings):
         color = PALETTE[i % len(PALETTE)]
         lrs = [lr_fn(int(s), d_model, warmup, factor) for s in steps]
         label = f"d_model={d_model}, warmup={warmup}" + (f", factor={factor:g}" if factor != 1 else "")
         ax.plot(steps, lrs, color=color, label=label)
         peak = lr_fn(warmup, d_model, warmup, factor)
+        top = max(top, peak)
         ax.plot([warmup], [peak], "o", color=color, ms=6)
         ax.annotate(
             f"{peak:.1e}", (warmup, peak), textcoords="offset points", xytext=(4, 5), fontsize=8, color=color
         )
+    ax.set_ylim(0, 1.15 * top)
     ax.set_xlabel("passo de otimização")
     ax.set_ylabel("taxa de aprendizado")
     ax.set_title(title)
@@ -84,6 +88,7 @@ def training_curves(history, title: str = "Treino") -> Figure:
     ax_acc.set_ylabel("acurácia")
     ax_acc.set_ylim(0, 1)
     for ax, name in ((ax_loss, "Perda"), (ax_acc, "Acurácia")):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("época")
         ax.set_title(name)
         ax.grid(alpha=0.3)
@@ -138,6 +143,7 @@ def warmup_experiment_figure(
     ax_loss.set_xlabel("passo de otimização")
     ax_loss.set_ylabel(f"perda de treino (média móvel de {window} lotes)")
     ax_loss.set_title("Perda de treino, uma linha por semente")
+    ax_acc.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax_acc.set_xlabel("época")
     ax_acc.set_ylabel("acurácia de validação")
     ax_acc.set_ylim(0, 1)

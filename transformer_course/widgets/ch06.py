@@ -25,7 +25,7 @@ class NoamExplorer:
         self.grid = np.linspace(1, n_steps, n_points)  # a curva é suave: 400 pontos bastam
         self.steps = self.grid
         self.fig = Figure(figsize=(8, 3.8))
-        self.fig.subplots_adjust(left=0.09, right=0.98, bottom=0.14, top=0.9)
+        self.fig.subplots_adjust(left=0.09, right=0.96, bottom=0.14, top=0.9)
         self.ax = self.fig.add_subplot()
         ref = self._curve(4000, 512, 1.0)
         self.ax.plot(self.steps, ref, color="gray", lw=1, ls="--", label="artigo: d_model=512, warmup=4000")
@@ -108,3 +108,15 @@ def noam_widget(n_steps: int = 20_000):
 
     output = widgets.interactive_output(show, {"warmup_steps": warmup, "d_model": d_model, "factor": factor})
     return widgets.VBox([warmup, d_model, factor, output])
+
+
+# Casos medidos por ``make bench`` (update + PNG, mediana).
+BENCH = [
+    (
+        NoamExplorer,
+        [
+            {"warmup_steps": w, "d_model": d, "factor": f}
+            for w, d, f in ((100, 32, 0.5), (4000, 512, 1.0), (8000, 1024, 2.0), (2500, 128, 4.0))
+        ],
+    )
+]
