@@ -94,12 +94,15 @@ def configure(prefix: Path, instructor: bool = False) -> list[Path]:
     _update_json(overrides, lambda data: data.update(LAB_OVERRIDES))
 
     def plugins(data: dict) -> None:
-        disabled = data.setdefault("disabledExtensions", {})
-        for plugin in INSTRUCTOR_PLUGINS:
-            if instructor:
-                disabled.pop(plugin, None)
-            else:
-                disabled[plugin] = True
+        # Desligados e travados (o aluno não os religa pela interface), como o JupyterLab faz
+        # com ``jupyter labextension disable``; no modo professor, nem uma coisa nem outra.
+        for key in ("disabledExtensions", "lockedExtensions"):
+            entries = data.setdefault(key, {})
+            for plugin in INSTRUCTOR_PLUGINS:
+                if instructor:
+                    entries.pop(plugin, None)
+                else:
+                    entries[plugin] = True
 
     def server(data: dict) -> None:
         data.setdefault("LabApp", {})["user_settings_dir"] = str(user_settings_dir(prefix))

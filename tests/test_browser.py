@@ -142,6 +142,12 @@ def test_interface_em_portugues(page, lab):
     )
     # Nada do professor: nem o painel "Create Assignment" nem os comandos do formgrader.
     assert page.locator("#nbgrader-create_assignemnt").count() == 0
+    log = lab.log_path.read_text(errors="replace")
+    assert "validate_assignment | extension was successfully loaded" in log, "falta a validação do nbgrader"
+    for extension in ("formgrader", "course_list", "assignment_list"):
+        assert f"server_extensions.{extension} | extension was successfully loaded" not in log, (
+            f"a extensão de servidor {extension} (do professor) está ligada"
+        )
     page.keyboard.press("Control+Shift+c")
     palette = page.locator(".lm-CommandPalette-input")
     palette.wait_for(state="visible")
