@@ -75,11 +75,12 @@ def _log_reason(log: str, student: str, chapter: str) -> str:
     return "o nbgrader não gerou a versão corrigida (veja grading/autograde.log)"
 
 
-def summary_line(reason: str, limit: int = 220) -> str:
+def summary_line(reason: str, limit: int = 300) -> str:
     """A linha mais informativa de uma mensagem de verificação (o diagnóstico, se houver)."""
     lines = [ln.strip() for ln in reason.splitlines() if ln.strip()] or ["sem mensagem"]
     useful = [ln for ln in lines if not ln.endswith("falhou.") and not ln.startswith("Teste:")] or lines
-    line = next((ln for ln in useful if ln.startswith("Diagnóstico")), useful[0])
+    diagnosis = next((ln for ln in useful if ln.startswith("Diagnóstico")), "")
+    line = useful[0] if not diagnosis or diagnosis == useful[0] else f"{useful[0]} {diagnosis}"
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

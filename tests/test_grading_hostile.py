@@ -3,7 +3,8 @@
 Numa cópia temporária do curso, uma turma do capítulo 02_atencao com uma entrega de cada tipo
 ruim (COURSE_SPEC §7): laço infinito, erro de sintaxe, exceção no topo, célula de teste apagada,
 célula de teste editada, função renomeada, megabytes impressos, JSON inválido, notebook ausente,
-arquivo a mais, chamada ao atalho do PyTorch, resposta decorada do exemplo visível, e duas
+arquivo a mais, chamada ao atalho do PyTorch, invólucro da implementação de referência do
+pacote, resposta decorada do exemplo visível, e duas
 adulterações (verificação trocada por uma função vazia; ``torch.testing.assert_close`` vazia).
 
 Para cada uma: a nota esperada (ou o motivo claro no relatório), o resto da turma corrigido, e
@@ -142,7 +143,8 @@ def _submissions():
     nb = copy.deepcopy(sol)
     _set_sdpa(
         nb,
-        SDPA_HEAD
+        "from torch.nn import functional as F\n\n"
+        + SDPA_HEAD
         + (
             "    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))\n"
             "    if mask is not None:\n"
@@ -152,6 +154,15 @@ def _submissions():
         ),
     )
     subs["chama_builtin"] = (nb, {}, 4)
+
+    nb = copy.deepcopy(sol)  # só embrulha a implementação de referência do pacote
+    _set_sdpa(
+        nb,
+        "from transformer_course.attention import scaled_dot_product_attention as _pronta\n\n"
+        + SDPA_HEAD
+        + "    return _pronta(Q, K, V, mask)\n",
+    )
+    subs["delega_referencia"] = (nb, {}, 4)
 
     nb = copy.deepcopy(sol)
     _set_sdpa(nb, _hardcoded_source())

@@ -199,6 +199,7 @@ def check_notebook_file(path: Path) -> str | None:
 
 
 _CHECK_CALL = re.compile(r"check_(\w+?)(_hidden)?\(\s*(\w+)")
+_FRESH_CALL = re.compile(r"fresh_check\(.*\)\(\s*(\w+)\s*\)")
 
 
 @dataclass
@@ -279,8 +280,8 @@ def _label(cell) -> tuple[str, str]:
     if meta.get("solution") or cell.cell_type == "markdown":
         return meta.get("grade_id", "?"), "manual"
     hidden = "BEGIN HIDDEN TESTS" in cell.source
-    match = _CHECK_CALL.search(cell.source)
-    label = match.group(3) if match else meta.get("grade_id", "?")
+    match = _FRESH_CALL.search(cell.source) or _CHECK_CALL.search(cell.source)
+    label = match.group(match.lastindex) if match else meta.get("grade_id", "?")
     return label, "oculto" if hidden else "visível"
 
 
