@@ -17,7 +17,7 @@
 # **Objetivos.** Ao fim deste capítulo você vai saber:
 #
 # 1. escrever o laço de treino (*training loop*) de um *Transformer* na ordem certa — zerar os
-#    gradientes, *forward*, perda, *backward*, corte do gradiente, passo do otimizador, passo do
+#    gradientes, *forward*, perda, *backward*, recorte do gradiente, passo do otimizador, passo do
 #    agendador — e dizer o que quebra quando a ordem muda;
 # 2. avaliar um modelo do jeito certo: modo de avaliação, sem gradientes, devolvendo o modelo ao
 #    modo em que estava;
@@ -192,7 +192,7 @@ for _ in range(2):
 # O segundo gradiente deveria ser $[2, 4]$ de novo; veio o dobro, porque foi somado ao primeiro.
 # Num laço de treino sem `zero_grad()`, cada passo usa a soma de todos os gradientes anteriores.
 #
-# **O corte do gradiente** (*gradient clipping*) trata o vetor de todos os gradientes como um só
+# **O recorte do gradiente** (*gradient clipping*) trata o vetor de todos os gradientes como um só
 # vetor $g$ e o encolhe quando a norma passa do limite $c$ (`max_grad_norm`):
 #
 # $$g \leftarrow g \cdot \min\!\left(1, \frac{c}{\lVert g \rVert}\right).$$
@@ -408,7 +408,7 @@ def train_epoch(model, loader, optimizer, scheduler, loss_fn, max_grad_norm=1.0)
 check_train_epoch(train_epoch)
 
 # %% nbgrader={"grade": true, "grade_id": "test_train_epoch_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-# Testes ocultos: rodam na correção (modelo que devolve tupla, float32, outros cortes).
+# Testes ocultos: rodam na correção (modelo que devolve tupla, float32, outros recortes).
 ### BEGIN HIDDEN TESTS
 check_train_epoch_hidden(train_epoch)
 ### END HIDDEN TESTS
@@ -493,6 +493,11 @@ modelo.load_state_dict(historico.best_state)
 resultado_teste = evaluate_ref(modelo, loader_teste, nn.CrossEntropyLoss())
 {"teste": {k: round(v, 3) for k, v in resultado_teste.items()},
  "regra da contagem": round(dados.counting_baseline(), 3)}
+
+# %% [markdown]
+# O classificador chega perto da regra da contagem, que foi escrita sabendo como os dados foram
+# gerados; ele só viu 1400 exemplos rotulados. Nenhum dos dois acerta tudo: as sequências curtas
+# em que os confusores empatam com o sinal não têm resposta certa.
 
 # %% [markdown]
 # ## 7. Um experimento honesto: o aquecimento importa?
@@ -622,15 +627,15 @@ summarize(pre_ln, EXPERIMENTO.seeds)
 # degenerado (por exemplo, ativações saturadas, logits constantes), e, como a perda fica reta, ela não
 # se recuperou. Mudanças, em ordem: (1) baixar o pico da taxa (menor `factor`) ou alongar o
 # aquecimento, conferindo se o pico coincide com o salto; esperaria a perda continuar caindo depois do
-# passo 300, talvez mais devagar; (2) conferir/ligar o corte da norma do gradiente (`max_grad_norm`
-# ≈ 1) e a ordem do laço (corte antes do `optimizer.step()`, `zero_grad` a cada lote); esperaria
+# passo 300, talvez mais devagar; (2) conferir/ligar o recorte da norma do gradiente (`max_grad_norm`
+# ≈ 1) e a ordem do laço (recorte antes do `optimizer.step()`, `zero_grad` a cada lote); esperaria
 # picos isolados na perda em vez de um salto permanente. Outras respostas válidas: trocar para
 # Pre-LN, verificar NaN/inf nos dados ou na perda, usar o melhor ponto de controle anterior ao salto.
 #
 # **Rubrica (2 pontos).**
 # - 1 ponto: reconhece 1,10 = ln 3 (nível do chute) e 33 % como "prevê uma classe só" e conclui
 #   que o treino divergiu/colapsou num passo específico, ligando isso a passos grandes demais.
-# - 1 ponto: duas mudanças plausíveis e priorizadas (taxa/aquecimento, corte do gradiente, Pre-LN,
+# - 1 ponto: duas mudanças plausíveis e priorizadas (taxa/aquecimento, recorte do gradiente, Pre-LN,
 #   ordem do laço...) com o efeito esperado na curva. Meio ponto se faltar o efeito esperado.
 # ### END SOLUTION
 
@@ -638,8 +643,8 @@ summarize(pre_ln, EXPERIMENTO.seeds)
 # ## Resumo
 #
 # - O laço de treino, por lote: `zero_grad` → *forward* → perda → `backward` → `clip_grad_norm_` →
-#   `optimizer.step()` → `scheduler.step()`. Sem `zero_grad`, os gradientes se somam; com o corte
-#   depois do passo, ele não corta nada; com o agendador antes do otimizador, a curva anda um passo
+#   `optimizer.step()` → `scheduler.step()`. Sem `zero_grad`, os gradientes se somam; com o recorte
+#   depois do passo, ele não recorta nada; com o agendador antes do otimizador, a curva anda um passo
 #   adiantada.
 # - Avaliar: `model.eval()`, `torch.no_grad()`, e devolver o modelo ao modo anterior.
 # - A entropia cruzada de um modelo que chuta entre $C$ classes vale $\ln C$: é a primeira linha a
@@ -666,7 +671,7 @@ summarize(pre_ln, EXPERIMENTO.seeds)
 #   com taxa de aprendizado, aquecimento e tamanho do lote.
 # - D. P. Kingma e J. Ba (2015), *Adam: A Method for Stochastic Optimization*, ICLR.
 # - R. Pascanu, T. Mikolov e Y. Bengio (2013), *On the Difficulty of Training Recurrent Neural
-#   Networks*, ICML — o corte da norma do gradiente.
+#   Networks*, ICML — o recorte da norma do gradiente.
 # - Documentação de `torch.optim.lr_scheduler.LambdaLR` e de `torch.nn.utils.clip_grad_norm_`.
 #
 # Próximo capítulo: as três famílias de *Transformers* e um GPT pequenino treinado aqui mesmo.

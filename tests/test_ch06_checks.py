@@ -193,6 +193,8 @@ def _sched_wrong(kind):
         f = 1.0 if kind == "no_factor" else factor
         if kind == "swap":
             sched = LambdaLR(optimizer, lambda s: noam(s, warmup_steps, d_model, f))
+        elif kind == "crash0":
+            sched = LambdaLR(optimizer, lambda s: _noam_wrong("crash0")(s, d_model, warmup_steps, f))
         elif kind == "bad_noam":
             sched = LambdaLR(optimizer, lambda s: _noam_wrong("no_dmodel")(s, d_model, warmup_steps, f))
         else:
@@ -214,6 +216,7 @@ def _sched_wrong(kind):
         ("swap", "trocados"),
         ("class", "LambdaLR"),
         ("bad_noam", "SEM o fator d_model.*na sua `noam_lr`"),
+        ("crash0", "ZeroDivisionError(.|\n)*passo 0"),
     ],
 )
 def test_scheduler_mistakes_rejected(kind, match):
@@ -343,10 +346,10 @@ def test_train_epoch_notebook_solution_passes(capsys):
         ("no_zero_grad", "SEM `zero_grad\\(\\)`"),
         ("zero_grad_end", "só no FIM"),
         ("zero_grad_mid", "entre o `backward\\(\\)` e o `step\\(\\)`"),
-        ("no_clip", "SEM o corte da norma"),
+        ("no_clip", "SEM o recorte da norma"),
         ("clip_after", "DEPOIS de `optimizer.step\\(\\)`"),
         ("clip_fixed", "norma 1.0 fixa"),
-        ("clip_value", "corte por valor"),
+        ("clip_value", "recorte por valor"),
         ("no_sched", "`scheduler.step\\(\\)` nunca foi chamado"),
         ("sched_epoch", "uma vez por época"),
         ("no_step", "`optimizer.step\\(\\)` nunca foi chamado"),
@@ -406,6 +409,8 @@ def eval_variant(kind="ok"):
                 loss = loss_fn(logits, y)
                 if kind == "backward":
                     loss.backward()
+                if kind == "zero_grad":
+                    model.zero_grad()
                 losses.append(loss.item())
                 correct += (logits.argmax(-1) == y).sum().item()
                 total += y.numel()
@@ -464,6 +469,7 @@ def test_evaluate_correct_variants_pass(fn, capsys):
         ("attr", "só parte do modelo"),
         ("loss_sum", "SOMA das perdas"),
         ("backward", "backward"),
+        ("zero_grad", "gradientes dos parâmetros mudaram"),
     ],
 )
 def test_evaluate_mistakes_rejected(kind, match):

@@ -123,11 +123,11 @@ def train_epoch(
 ) -> dict[str, float]:
     """Uma época de treino; devolve ``{"loss": média das perdas dos lotes, "accuracy": acertos/total}``.
 
-    Em cada lote, nesta ordem: zero_grad, forward, perda, backward, corte da norma do gradiente
+    Em cada lote, nesta ordem: zero_grad, forward, perda, backward, recorte da norma do gradiente
     (*gradient clipping*), passo do otimizador e, por fim, passo do agendador.
 
     Args:
-        max_grad_norm: norma máxima do gradiente; ``None`` desliga o corte.
+        max_grad_norm: norma máxima do gradiente; ``None`` desliga o recorte.
         step_log: se dado, recebe um par (perda do lote, taxa usada no passo) por lote.
     """
     model.train()

@@ -280,7 +280,17 @@ def _lr_sequence(fn: Callable, lrs, d, w, f, k_max, optimizer_cls=torch.optim.SG
         f"{optimizer_cls.__name__} com {len(lrs)} grupo(s) de lr {list(lrs)}; "
         f"make_warmup_scheduler(opt, d_model={d}, warmup_steps={w}{extra}) e {k_max} passos"
     )
-    scheduler = _quiet_call(fn, SCHED, tried, optimizer, d, w, **kwargs)
+    scheduler = _quiet_call(
+        fn,
+        SCHED,
+        tried,
+        optimizer,
+        d,
+        w,
+        **kwargs,
+        hint_on_error="o `LambdaLR` chama a função com o passo 0 logo na criação: a sua `noam_lr` "
+        "precisa aceitar o passo 0 (ele conta como passo 1).",
+    )
     expect(
         isinstance(scheduler, LambdaLR),
         SCHED,
@@ -561,11 +571,11 @@ TRAIN_MISTAKES = {
     "velhos que já estavam nos parâmetros; zere no começo de cada lote",
     "zero_grad_antes_do_step": "`zero_grad()` entre o `backward()` e o `step()`: ele apaga os "
     "gradientes que acabaram de ser calculados e nada é aprendido",
-    "sem_corte": "a época SEM o corte da norma do gradiente (`clip_grad_norm_`)",
-    "corte_depois_do_step": "o corte da norma do gradiente DEPOIS de `optimizer.step()`: o passo "
-    "já foi dado com o gradiente inteiro; corte antes do passo",
-    "corte_fixo_1": "o corte com norma 1.0 fixa: use o argumento `max_grad_norm`",
-    "corte_por_valor": "o corte por valor (`clip_grad_value_`) no lugar do corte pela norma "
+    "sem_corte": "a época SEM o recorte da norma do gradiente (`clip_grad_norm_`)",
+    "corte_depois_do_step": "o recorte da norma do gradiente DEPOIS de `optimizer.step()`: o passo "
+    "já foi dado com o gradiente inteiro; recorte antes do passo",
+    "corte_fixo_1": "o recorte com norma 1.0 fixa: use o argumento `max_grad_norm`",
+    "corte_por_valor": "o recorte por valor (`clip_grad_value_`) no lugar do recorte pela norma "
     "(`clip_grad_norm_`)",
     "agendador_antes": "`scheduler.step()` ANTES de `optimizer.step()`: cada passo usou a taxa do "
     "passo seguinte; no PyTorch, o agendador vem depois do otimizador",
@@ -829,7 +839,7 @@ def check_train_epoch(fn: Callable) -> None:
 
 @_single_threaded
 def check_train_epoch_hidden(fn: Callable) -> None:
-    """Testes ocultos: modelo que devolve tupla, float32, modelo já em modo de treino, outro corte."""
+    """Testes ocultos: modelo que devolve tupla, float32, modelo já em modo de treino, outro recorte."""
     __tracebackhide__ = True
     n = 0
     _not_reference(fn, reference.train_epoch, TRAIN)
@@ -906,7 +916,9 @@ def _run_eval(fn: Callable, seed: int, mode: str, extra: str = "", **setup) -> N
     )
     expect(_same(s.params(), before), EVAL, tried, "Os parâmetros mudaram durante a avaliação.")
     expect(
-        all(torch.equal(p.grad, g) for p, g in zip(s.model.parameters(), grads_before)),
+        all(
+            p.grad is not None and torch.equal(p.grad, g) for p, g in zip(s.model.parameters(), grads_before)
+        ),
         EVAL,
         tried,
         "Os gradientes dos parâmetros mudaram durante a avaliação (houve `zero_grad` ou `backward`); "
