@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 __all__ = [
     "PAD_ID",
@@ -187,9 +187,7 @@ def split_dataset(
     return tuple(TensorDataset(data.token_ids[idx], data.labels[idx]) for idx in parts)
 
 
-def make_loader(
-    dataset: TensorDataset, batch_size: int = 64, shuffle: bool = False, seed: int = 0
-) -> DataLoader:
+def make_loader(dataset: Dataset, batch_size: int = 64, shuffle: bool = False, seed: int = 0) -> DataLoader:
     """Um ``DataLoader`` que corta o padding de cada lote; com ``shuffle``, usa a semente ``seed``.
 
     Dois loaders criados com a mesma semente dão os mesmos lotes, na mesma ordem, época a época.
