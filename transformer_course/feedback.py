@@ -47,6 +47,32 @@ class CheckFailure(AssertionError):
     """Falha de uma verificação, com a mensagem em pt-BR já pronta para o aluno."""
 
 
+def _show_check_failure(shell, etype, value, tb, tb_offset=None):
+    """No Jupyter, uma falha de verificação aparece só com a mensagem em pt-BR.
+
+    É o mecanismo do IPython para exceções próprias (``set_custom_exc``): a célula continua
+    marcada como erro (o nbgrader dá 0 a ela), mas sem a parede de traceback das entranhas
+    do pacote — o que importa ao aluno está na mensagem.
+    """
+    stb = [f"\x1b[0;31m{etype.__name__}\x1b[0m: {value}"]
+    # O IPython não exibe o que o manipulador devolve: publicamos a saída de erro nós mesmos.
+    shell._showtraceback(etype, value, stb)
+    return stb
+
+
+def _install_ipython_handler() -> None:
+    try:
+        from IPython import get_ipython
+    except ImportError:  # fora do Jupyter
+        return
+    shell = get_ipython()
+    if shell is not None and hasattr(shell, "set_custom_exc"):
+        shell.set_custom_exc((CheckFailure,), _show_check_failure)
+
+
+_install_ipython_handler()
+
+
 @dataclass(frozen=True)
 class Mistake:
     """Um erro conhecido: o nome que o aluno lê e o resultado que esse erro produziria.

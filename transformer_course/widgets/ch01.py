@@ -169,7 +169,8 @@ def positional_widget(seed: int = 0):
         value=64, min=8, max=512, step=8, description="d_model", continuous_update=False
     )
     length = widgets.IntSlider(
-        value=64, min=8, max=256, step=8, description="comprimento", continuous_update=False
+        value=64, min=8, max=256, step=8, description="comprimento", continuous_update=False,
+        style={"description_width": "initial"},
     )
 
     def show(scheme: str, d_model: int, length: int) -> None:

@@ -84,7 +84,8 @@ def generation_widget(model, tokenizer, n_chars: int = 60):
     explorer = GenerationExplorer(model, tokenizer, n_chars=n_chars)
     controls = {
         "temperature": widgets.FloatSlider(
-            value=0.8, min=0.0, max=2.0, step=0.05, description="temperatura", continuous_update=False
+            value=0.8, min=0.0, max=2.0, step=0.05, description="temperatura", continuous_update=False,
+            style={"description_width": "initial"},
         ),
         "top_k": widgets.IntSlider(
             value=0,
