@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from ..plots import PALETTE
 from ..training import noam_lr
@@ -36,6 +37,9 @@ class NoamExplorer:
             0.98, 0.95, "", transform=self.ax.transAxes, ha="right", va="top", fontsize=9
         )
         self.ax.set_xlim(0, n_steps)
+        # Poucos rótulos nos eixos: desenhar texto é o que mais custa a cada atualização.
+        self.ax.xaxis.set_major_locator(MaxNLocator(5))
+        self.ax.yaxis.set_major_locator(MaxNLocator(5))
         self.ax.set_xlabel("passo de otimização")
         self.ax.set_ylabel("taxa de aprendizado")
         self.ax.set_title("Agendamento de Noam")
