@@ -46,10 +46,10 @@ assignments: $(STAMP)
 test: export OMP_NUM_THREADS := 1
 test-fast: export OMP_NUM_THREADS := 1
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not slow" tests
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow" tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check transformer_course tests scripts notebooks

@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 # Entregas de propósito quebradas (JSON inválido...) para os testes de correção: não são testes.
 collect_ignore = ["fixtures"]
 
@@ -19,19 +17,6 @@ CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
 
 # O nbgrader chama `alembic` pelo PATH; os kernels devem ser os deste ambiente.
 os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
-
-
-# Módulos cujas fixtures caras (regenerar o curso, um servidor JupyterLab) devem rodar uma vez só.
-ONE_WORKER_MODULES = ("test_sync.py", "test_browser.py")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Com ``--dist loadgroup``: as células de um notebook (nbval) ficam no mesmo worker, e
-    também os testes dos módulos com fixtures caras; o resto se distribui livremente."""
-    for item in items:
-        path = str(getattr(item, "path", item.fspath))
-        if path.endswith(".ipynb") or path.endswith(ONE_WORKER_MODULES):
-            item.add_marker(pytest.mark.xdist_group(name=path))
 
 
 def nbgrader(cwd: Path, *args: str, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
