@@ -36,8 +36,11 @@ venv: $(STAMP)
 workspace: $(STAMP)
 	$(BIN)/python scripts/make_workspace.py $(WORKSPACE)
 
+# Como root (um contêiner, por exemplo), o JupyterLab só abre com --allow-root.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: workspace
-	cd $(WORKSPACE) && $(BIN)/jupyter lab
+	cd $(WORKSPACE) && $(BIN)/jupyter lab $(ALLOW_ROOT)
 
 assignments: $(STAMP)
 	$(BIN)/python scripts/build_assignments.py $(CHAPTER)
