@@ -13,6 +13,8 @@ escreve em stderr, mesmo que todas as verificações passem.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -30,8 +32,11 @@ __all__ = [
     "expect_close",
     "expect_shape",
     "expect_unchanged",
+    "expect_not_reference",
     "expect_raises",
     "forbid_torch_functions",
+    "one_thread",
+    "single_threaded",
     "passed",
     "snapshot",
     "tolerances",
@@ -349,6 +354,48 @@ class forbid_torch_functions(torch.overrides.TorchFunctionMode):
         if func in self.forbidden:
             self.used.append(self.forbidden[func])
         return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Roda o bloco com uma thread do PyTorch e restaura o número anterior no fim.
+
+    Os tensores das verificações são minúsculos: com várias threads numa CPU disputada, cada
+    operação espera as outras e uma verificação de 0,1 s passa de 2 s.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def single_threaded(check: Callable) -> Callable:
+    """Decorador: a verificação inteira roda em :func:`one_thread`."""
+
+    @functools.wraps(check)
+    def wrapper(*args, **kwargs):
+        __tracebackhide__ = True
+        with one_thread():
+            return check(*args, **kwargs)
+
+    return wrapper
+
+
+def expect_not_reference(obj: Any, ref: Any, name: str) -> None:
+    """Recusa a implementação de referência do pacote entregue como resposta (função ou classe)."""
+    __tracebackhide__ = True
+    same = obj is ref or getattr(obj, "__code__", None) is getattr(ref, "__code__", 0)
+    if isinstance(obj, type) and isinstance(ref, type):
+        same = issubclass(obj, ref)
+    expect(
+        not same,
+        name,
+        "origem da implementação",
+        "Sua resposta é a implementação de referência do pacote `transformer_course`.",
+        "escreva a sua própria implementação em vez de importá-la.",
+    )
 
 
 def passed(name: str, n_checks: int, extra: str = "") -> None:

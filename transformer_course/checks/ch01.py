@@ -32,6 +32,7 @@ from ..feedback import (
     describe,
     expect,
     expect_close,
+    expect_not_reference,
     expect_raises,
     expect_unchanged,
     passed,
@@ -96,18 +97,7 @@ def _expect_value_error(fn: Callable, name: str, tried: str, hint: str, *args, *
         raise CheckFailure(f"{message}\nDiagnóstico provável: {hint}") from None
 
 
-def _not_reference(obj, ref, name: str) -> None:
-    __tracebackhide__ = True
-    same = obj is ref or getattr(obj, "__code__", None) is getattr(ref, "__code__", 0)
-    if isinstance(obj, type) and isinstance(ref, type):
-        same = issubclass(obj, ref)
-    expect(
-        not same,
-        name,
-        "origem da implementação",
-        "Sua resposta é a implementação de referência do pacote `transformer_course`.",
-        "escreva a sua própria implementação em vez de importá-la.",
-    )
+_not_reference = expect_not_reference
 
 
 def _float(dtype: torch.dtype) -> str:

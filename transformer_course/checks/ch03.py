@@ -10,7 +10,6 @@ com fatias e laços (a cabeça h fica com as colunas h·Dk … (h+1)·Dk − 1),
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -28,9 +27,11 @@ from ..feedback import (
     describe,
     expect,
     expect_close,
+    expect_not_reference,
     expect_unchanged,
     forbid_torch_functions,
     passed,
+    single_threaded,
     snapshot,
 )
 
@@ -60,24 +61,7 @@ DIVISIBILITY_HINT = (
 # ---------------------------------------------------------------- utilidades
 
 
-def _single_threaded(check: Callable) -> Callable:
-    """Roda a verificação com uma thread do PyTorch (restaurando o valor anterior no fim).
-
-    Os tensores das verificações são minúsculos: com várias threads numa CPU disputada, cada
-    operação espera as outras e uma verificação de 0,1 s passa de 2 s.
-    """
-
-    @functools.wraps(check)
-    def wrapper(*args, **kwargs):
-        __tracebackhide__ = True
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return check(*args, **kwargs)
-        finally:
-            torch.set_num_threads(threads)
-
-    return wrapper
+_single_threaded = single_threaded
 
 
 def _call(fn: Callable, name: str, tried: str, *args, hint_on_error: str | None = None, **kwargs):
@@ -121,18 +105,7 @@ def _expect_value_error(fn: Callable, name: str, tried: str, *args, **kwargs) ->
     )
 
 
-def _not_reference(fn, ref, name: str) -> None:
-    __tracebackhide__ = True
-    is_ref = fn is ref or getattr(fn, "__code__", None) is getattr(ref, "__code__", 0)
-    if isinstance(fn, type) and isinstance(ref, type):
-        is_ref = issubclass(fn, ref)
-    expect(
-        not is_ref,
-        name,
-        "origem da implementação",
-        "Sua implementação é a de referência do pacote `transformer_course`.",
-        "escreva a sua própria implementação em vez de importá-la.",
-    )
+_not_reference = expect_not_reference
 
 
 def _labeled(B: int, T: int, D: int, dtype=torch.float32) -> torch.Tensor:

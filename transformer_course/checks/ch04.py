@@ -13,7 +13,6 @@ deles, a mensagem diz qual.
 
 from __future__ import annotations
 
-import functools
 import warnings
 from collections.abc import Callable
 
@@ -33,6 +32,7 @@ from ..feedback import (
     expect_unchanged,
     forbid_torch_functions,
     passed,
+    single_threaded,
     snapshot,
 )
 
@@ -85,21 +85,7 @@ def _no_residual(where: str) -> str:
             "ser somada a ele")
 
 
-def _single_thread(check):
-    """Roda a verificação com uma thread só: com tensores minúsculos, várias threads só disputam
-    a CPU (numa máquina carregada, 20× mais lento). O número de threads é restaurado no fim."""
-
-    @functools.wraps(check)
-    def wrapper(*args, **kwargs):
-        __tracebackhide__ = True
-        previous = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return check(*args, **kwargs)
-        finally:
-            torch.set_num_threads(previous)
-
-    return wrapper
+_single_thread = single_threaded
 
 
 def _close(actual, expected, name, tried, what, mistakes_fn=None, **tol):

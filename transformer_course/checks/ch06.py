@@ -16,7 +16,6 @@ mensagem diz qual.
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import math
 import numbers
@@ -30,7 +29,17 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from .. import training as reference
 from ..device import seeded_generator
-from ..feedback import CheckFailure, Mistake, call, describe, expect, expect_close, passed
+from ..feedback import (
+    CheckFailure,
+    Mistake,
+    call,
+    describe,
+    expect,
+    expect_close,
+    one_thread,
+    passed,
+    single_threaded,
+)
 
 __all__ = [
     "check_evaluate",
@@ -49,29 +58,8 @@ TRAIN = "train_epoch"
 EVAL = "evaluate"
 
 
-@contextlib.contextmanager
-def _one_thread():
-    """Roda os tensores minúsculos das sondas numa thread só.
-
-    Com duas threads do OpenMP numa máquina ocupada, cada operação pequena pode esperar
-    dezenas de milissegundos pela outra thread; numa thread só, a verificação leva milissegundos.
-    """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def _single_threaded(check: Callable) -> Callable:
-    @functools.wraps(check)
-    def wrapper(fn: Callable) -> None:
-        __tracebackhide__ = True
-        with _one_thread():
-            check(fn)
-
-    return wrapper
+_one_thread = one_thread
+_single_threaded = single_threaded
 
 
 def _quiet_call(fn: Callable, name: str, tried: str, *args, **kwargs):

@@ -9,7 +9,6 @@ fórmulas, a fórmula escrita de novo aqui.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from ..feedback import (
     expect,
     expect_raises,
     expect_unchanged,
+    one_thread,
     passed,
     snapshot,
 )
@@ -324,15 +324,7 @@ def _check_generator(fn, extra=""):
     )
 
 
-@contextlib.contextmanager
-def _one_thread():
-    """Tensores minúsculos: uma thread evita a disputa de núcleos (e mantém cada teste rápido)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+_one_thread = one_thread
 
 
 def check_generate(fn: Callable) -> None:
