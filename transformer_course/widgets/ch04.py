@@ -97,3 +97,7 @@ def ln_gradient_widget(results: dict[tuple[bool, int], torch.Tensor] | None = No
 
     output = widgets.interactive_output(show, {"mode": mode, "depth": depth})
     return widgets.VBox([widgets.HBox([mode, depth]), output])
+
+
+# Casos medidos por `make bench`: (fábrica, [argumentos de update]).
+BENCH = [(LNGradientExplorer, [{"mode": m, "depth": d} for m in MODES for d in (1, 6, 12)])]

@@ -144,3 +144,9 @@ def mask_widget(max_len: int = MAX_LEN, seed: int = 0):
         show, {"seq_len": length, "n_pad": pads, "is_causal": causal, "pad_side": side}
     )
     return widgets.VBox([widgets.HBox([length, pads]), widgets.HBox([causal, side]), output])
+
+
+# Casos medidos por `make bench`: (fábrica, [argumentos de update]).
+BENCH = [
+    (MaskExplorer, [{"seq_len": t, "n_pad": p, "causal": c} for t in (6, 10) for p in (0, 2) for c in (False, True)])
+]
