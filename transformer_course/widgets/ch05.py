@@ -147,6 +147,5 @@ def mask_widget(max_len: int = MAX_LEN, seed: int = 0):
 
 
 # Casos medidos por `make bench`: (fábrica, [argumentos de update]).
-BENCH = [
-    (MaskExplorer, [{"seq_len": t, "n_pad": p, "causal": c} for t in (6, 10) for p in (0, 2) for c in (False, True)])
-]
+_CASES = [(t, p, c) for t in (6, 10) for p in (0, 2) for c in (False, True)]
+BENCH = [(MaskExplorer, [{"seq_len": t, "n_pad": p, "causal": c} for t, p, c in _CASES])]
