@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import time
 
 import pytest
 import torch
@@ -458,14 +457,12 @@ def test_stub_says_not_implemented(check):
         run_quiet(check, Stub)
 
 
-def test_checks_are_fast_and_silent(capfd):
+def test_checks_are_silent(capfd):
+    # Tempo não se testa com assert (oscila numa máquina ocupada): `make bench` mede.
     for check, cls in [(ch04.check_feed_forward, subclass(ref.FeedForward)),
                        (ch04.check_encoder_layer_hidden, subclass(ref.EncoderLayer)),
                        (ch04.check_decoder_layer_hidden, subclass(ref.DecoderLayer))]:
-        run_quiet(check, cls)  # aquecimento
-        start = time.perf_counter()
         run_quiet(check, cls)
-        assert time.perf_counter() - start < 1.0
     assert capfd.readouterr().err == ""
 
 
