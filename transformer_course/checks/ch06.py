@@ -36,6 +36,7 @@ from ..feedback import (
     describe,
     expect,
     expect_close,
+    expect_not_reference,
     one_thread,
     passed,
     single_threaded,
@@ -70,15 +71,7 @@ def _quiet_call(fn: Callable, name: str, tried: str, *args, **kwargs):
         return call(fn, name, tried, *args, **kwargs)
 
 
-def _not_reference(fn: Callable, ref: Callable, name: str) -> None:
-    __tracebackhide__ = True
-    expect(
-        getattr(fn, "__code__", None) is not ref.__code__,
-        name,
-        "origem da função",
-        "Sua função é a implementação de referência do pacote `transformer_course`.",
-        "escreva a sua própria implementação em vez de importá-la.",
-    )
+_not_reference = expect_not_reference
 
 
 # ================================================================ noam_lr
