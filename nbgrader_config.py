@@ -36,6 +36,8 @@ c.GenerateSolution.preprocessors = [
     "nbgrader.preprocessors.LockCells",
     "nbgrader.preprocessors.ClearOutput",
     "nbgrader.preprocessors.ClearMarkScheme",
+    # Respostas-modelo das perguntas abertas sem os marcadores (no Markdown eles virariam títulos).
+    "transformer_course.preprocessors.StripTextSolutionMarkers",
 ]
 
 # ------------------------------------------------------------------ correção
@@ -51,7 +53,8 @@ c.LimitOutput.max_lines = 1000
 
 # Devolutiva sem os testes ocultos (nbgrader #917) e com o traceback resumido.
 c.GenerateFeedback.preprocessors = [
-    "nbgrader.preprocessors.GetGrades",
+    # O GetGrades do nbgrader, mais os pontos que esperam o professor (mostrados como "a corrigir").
+    "transformer_course.preprocessors.GetGradesPending",
     "nbgrader.preprocessors.ClearHiddenTests",
     "transformer_course.grading.ShortTracebacks",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",

@@ -85,3 +85,5 @@ def test_autograde_end_to_end(chapter, tmp_path):
         hidden_call = "check_scaled_dot_product_attention_hidden("
         assert hidden_call not in text, "a devolutiva mostra os testes ocultos"
         assert "BEGIN HIDDEN TESTS" not in text
+        # As perguntas abertas ainda sem nota aparecem "a corrigir", não como pontos perdidos.
+        assert "a corrigir" in text

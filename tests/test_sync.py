@@ -55,3 +55,21 @@ def test_committed_notebooks_have_no_outputs(stage, chapter):
         assert cell.get("id"), "célula sem id estável"
         if cell["cell_type"] == "code":
             assert cell["outputs"] == [] and cell["execution_count"] is None
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_answer_keys_show_model_answers_without_markers(chapter):
+    """No gabarito, as respostas-modelo aparecem limpas; o aluno continua recebendo o esboço."""
+    solution = json.loads((ROOT / "solutions" / chapter / f"{chapter}.ipynb").read_text())
+    release = json.loads((ROOT / "release" / chapter / f"{chapter}.ipynb").read_text())
+    open_questions = 0
+    for sol, rel in zip(solution["cells"], release["cells"], strict=True):
+        meta = sol.get("metadata", {}).get("nbgrader", {})
+        if sol["cell_type"] != "markdown" or not meta.get("solution"):
+            continue
+        open_questions += 1
+        text = "".join(sol["source"])
+        assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text, f"{meta['grade_id']}: marcador"
+        assert text.strip(), f"{meta['grade_id']}: resposta-modelo vazia"
+        assert "".join(rel["source"]).strip() == "SUA RESPOSTA AQUI", f"{meta['grade_id']}: esboço do aluno"
+    assert open_questions >= 2, "cada capítulo tem ao menos duas perguntas abertas"

@@ -35,6 +35,7 @@ __all__ = [
     "expect_not_reference",
     "expect_raises",
     "forbid_torch_functions",
+    "is_stub",
     "one_thread",
     "single_threaded",
     "passed",
@@ -118,6 +119,14 @@ def describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"[:120]
 
 
+def _in(what: str) -> str:
+    """"em" + ``what`` com a contração do português: "em a saída" -> "na saída"."""
+    for article, contracted in (("a ", "na "), ("o ", "no "), ("as ", "nas "), ("os ", "nos ")):
+        if what.startswith(article):
+            return contracted + what[len(article) :]
+    return f"em {what}"
+
+
 def _fail(name: str, tried: str, body: str, hint: str | None = None) -> CheckFailure:
     lines = [f"`{name}` falhou.", f"Teste: {tried}", body]
     if hint:
@@ -134,6 +143,16 @@ def _student_line(exc: BaseException) -> str:
     return ""
 
 
+def is_stub(exc: BaseException) -> bool:
+    """Diz se a exceção é o esboço do nbgrader (``raise NotImplementedError()``, sem mensagem).
+
+    Só o esboço significa "não implementado". Um ``NotImplementedError`` com mensagem vem de
+    outro lugar — do PyTorch, por exemplo (``"bitwise_and_cpu" not implemented for 'Float'``,
+    ao combinar uma máscara float com uma booleana) — e é uma falha como qualquer outra.
+    """
+    return isinstance(exc, NotImplementedError) and not str(exc).strip()
+
+
 def call(
     fn: Callable,
     name: str,
@@ -144,7 +163,8 @@ def call(
 ) -> Any:
     """Chama a função do aluno, convertendo exceções em mensagens claras.
 
-    ``NotImplementedError`` vira "Você ainda não implementou"; qualquer outra
+    O esboço (``raise NotImplementedError()``, ver :func:`is_stub`) vira "Você ainda não
+    implementou"; qualquer outra
     exceção vira uma falha que diz qual teste a provocou (com ``hint_on_error``,
     o erro provável). Avisos emitidos pela
     função do aluno são capturados e não chegam ao stderr.
@@ -154,7 +174,14 @@ def call(
         warnings.simplefilter("always")
         try:
             result = fn(*args, **kwargs)
-        except NotImplementedError:
+        except NotImplementedError as exc:
+            if not is_stub(exc):
+                raise _fail(
+                    name,
+                    tried,
+                    f"Sua função levantou NotImplementedError: {exc}{_student_line(exc)}",
+                    hint_on_error,
+                ) from None
             raise CheckFailure(
                 f"Você ainda não implementou `{name}` (não implementado): "
                 "substitua `raise NotImplementedError()` pelo seu código."
@@ -190,12 +217,12 @@ def expect_shape(
     """Exige um tensor com a forma dada."""
     __tracebackhide__ = True
     if not isinstance(value, torch.Tensor):
-        raise _fail(name, tried, f"Esperava um tensor em {what}; veio {describe(value)}.", hint)
+        raise _fail(name, tried, f"Esperava um tensor {_in(what)}; veio {describe(value)}.", hint)
     if tuple(value.shape) != tuple(shape):
         raise _fail(
             name,
             tried,
-            f"Forma errada em {what}: esperada {tuple(shape)}, obtida {tuple(value.shape)}.",
+            f"Forma errada {_in(what)}: esperada {tuple(shape)}, obtida {tuple(value.shape)}.",
             hint,
         )
 
@@ -246,7 +273,7 @@ def expect_close(
         raise _fail(
             name,
             tried,
-            f"dtype errado em {what}: esperado {expected.dtype}, obtido {actual.dtype} "
+            f"dtype errado {_in(what)}: esperado {expected.dtype}, obtido {actual.dtype} "
             "(a função deve preservar o dtype das entradas).",
         )
     if actual.device != expected.device:
@@ -271,11 +298,11 @@ def expect_close(
         delta = (a - e).abs()[finite & torch.isfinite(e)]
         max_delta = f"{delta.max().item():.3g}" if delta.numel() else "—"
         body = [
-            f"Valores diferentes do esperado em {what} "
+            f"Valores diferentes do esperado {_in(what)} "
             f"({int(bad.sum())} de {bad.numel()} elementos; maior |Δ| = {max_delta}).",
         ]
         if not finite.all():
-            body.append(f"Há em {what} {int((~finite).sum())} valores NaN ou infinitos.")
+            body.append(f"Há {_in(what)} {int((~finite).sum())} valores NaN ou infinitos.")
         if idx:
             body.append(
                 f"Primeira diferença no índice {idx}: esperado {e[idx].item():.6g}, "
@@ -319,7 +346,13 @@ def expect_raises(
         warnings.simplefilter("ignore")
         try:
             fn(*args, **kwargs)
-        except NotImplementedError:
+        except NotImplementedError as exc:
+            if not is_stub(exc):
+                raise _fail(
+                    name,
+                    tried,
+                    f"Esperava {exc_type.__name__}; sua função levantou NotImplementedError: {exc}",
+                ) from None
             raise CheckFailure(f"Você ainda não implementou `{name}` (não implementado).") from None
         except exc_type as exc:
             if not str(exc).strip():

@@ -1,0 +1,66 @@
+"""Preprocessadores do nbgrader/nbconvert usados pelas ferramentas do professor.
+
+Só o processo do corretor importa este módulo (via ``nbgrader_config.py``); o kernel do aluno
+nunca o importa, por isso ele pode depender do nbgrader e do nbconvert à vontade.
+
+- :class:`GetGradesPending` — a devolutiva distingue pontos perdidos de pontos ainda não
+  corrigidos (perguntas abertas à espera do professor: "a corrigir").
+- :class:`StripTextSolutionMarkers` — no gabarito (``solutions/``), as respostas-modelo das
+  perguntas abertas aparecem sem os marcadores ``### BEGIN SOLUTION``/``### END SOLUTION``,
+  que o Markdown mostraria como títulos.
+"""
+
+from __future__ import annotations
+
+import re
+
+from nbconvert.preprocessors import Preprocessor
+from nbgrader import utils
+from nbgrader.preprocessors import GetGrades
+from traitlets import Bool
+
+__all__ = ["GetGradesPending", "StripTextSolutionMarkers"]
+
+_MARKER = re.compile(r"^\s*#*\s*(BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$")
+
+
+class GetGradesPending(GetGrades):
+    """``GetGrades`` do nbgrader, mais o que ainda espera correção manual.
+
+    Em cada célula avaliada grava ``pending`` (verdadeiro enquanto a nota depende do professor);
+    em ``resources["nbgrader"]`` grava ``pending_points`` (a soma dos pontos dessas células).
+    O modelo ``feedback`` do curso mostra esses pontos como "a corrigir", e não como perdidos.
+    """
+
+    def preprocess(self, nb, resources):
+        nb, resources = super().preprocess(nb, resources)
+        pending = sum(
+            float(cell.metadata.nbgrader.get("points") or 0)
+            for cell in nb.cells
+            if cell.metadata.get("nbgrader", {}).get("pending")
+        )
+        resources["nbgrader"]["pending_points"] = pending
+        return nb, resources
+
+    def _get_score(self, cell, resources):
+        super()._get_score(cell, resources)
+        grade = self.gradebook.find_grade(
+            cell.metadata["nbgrader"]["grade_id"], self.notebook_id, self.assignment_id, self.student_id
+        )
+        cell.metadata.nbgrader["pending"] = bool(grade.needs_manual_grade)
+
+
+class StripTextSolutionMarkers(Preprocessor):
+    """Tira dos textos (Markdown) as linhas com os marcadores de solução do nbgrader.
+
+    Nas células de código os marcadores são comentários e ficam; no Markdown eles virariam
+    títulos ("BEGIN SOLUTION") no gabarito que o professor lê.
+    """
+
+    enabled = Bool(True, help="Os preprocessadores do nbconvert vêm desligados por padrão.").tag(config=True)
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "markdown" and utils.is_solution(cell):
+            lines = [line for line in cell.source.splitlines() if not _MARKER.match(line)]
+            cell.source = "\n".join(lines).strip("\n")
+        return cell, resources
