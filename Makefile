@@ -12,7 +12,7 @@ WORKSPACE ?= aluno
 export PATH := $(BIN):$(PATH)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help venv lab workspace assignments test test-fast lint bench clean-grading grade grade-class
+.PHONY: help venv lab workspace assignments test test-fast lint bench clean-grading grade grade-class hub
 
 help:
 	@echo "make lab          ambiente + pasta $(WORKSPACE)/ (sem sobrescrever nada) + JupyterLab"
@@ -22,6 +22,7 @@ help:
 	@echo "make lint         ruff check + ruff format --check"
 	@echo "make grade        corrige sua pasta $(WORKSPACE)/ com os testes ocultos (cópia temporária) [CHAPTER=02_atencao]"
 	@echo "make grade-class  corrige todas as entregas de grading/submitted/ (instrutor) [CHAPTER=02_atencao]"
+	@echo "make hub          JupyterHub local da turma (professor + alunos, exchange do nbgrader); veja hub/README.md"
 
 # O ambiente é (re)instalado só quando falta ou quando pyproject.toml/constraints.txt mudam.
 $(STAMP): pyproject.toml constraints.txt
@@ -72,3 +73,9 @@ grade: $(STAMP)
 # A turma: autograde + devolutivas + notas.csv para todas as entregas de grading/submitted/.
 grade-class: $(STAMP)
 	$(BIN)/python scripts/grade_class.py $(CHAPTER)
+
+# JupyterHub da turma: prepara contas/usuários/exchange (hub/preparar.py) e inicia o hub em 127.0.0.1:8000.
+# Variáveis: TDZ_HUB_IP, TDZ_HUB_PORTA, TDZ_HUB_MODO=local|simples, TDZ_HUB_ESTADO (veja hub/README.md).
+hub: $(STAMP)
+	$(BIN)/python hub/preparar.py
+	$(BIN)/jupyterhub -f hub/jupyterhub_config.py

@@ -1,0 +1,307 @@
+"""Prepara o JupyterHub da turma (o que ``make hub`` roda antes de iniciar o hub).
+
+Como root (modo ``local``, o padrão):
+
+1. pasta de estado (``/srv/transformers-do-zero``): ``hub/`` (banco, segredo dos cookies, contas;
+   modo 700) e ``exchange/`` (o exchange do nbgrader, modo 1777 como a documentação do nbgrader pede);
+2. contas de demonstração no ``hub/contas.json`` (modo 600; senhas aleatórias, geradas uma vez):
+   ``professor``, ``aluno1`` e ``aluno2``;
+3. um usuário Unix para cada conta (pasta pessoal com modo 700);
+4. o curso do professor em ``~professor/transformers-do-zero`` (``source/``, ``solutions/``,
+   ``notebooks/``, ``scripts/`` e o ``nbgrader_config.py``), com ``nbgrader generate_assignment`` de
+   cada capítulo rodado como o professor (gradebook e ``release/`` dele);
+5. fecha para "outros" as pastas do repositório que têm respostas (``source/``, ``solutions/``,
+   ``notebooks/``, ``grading/``, ``.git``...): os alunos só precisam do ambiente ``.venv/`` e do
+   pacote ``transformer_course/``.
+
+Sem root (ou com ``--modo simples``) só os passos 1, 2 e 4 (o curso do professor vai para
+``<estado>/usuarios/professor``): todas as contas rodam como você e **não há isolamento**.
+
+Uso: python hub/preparar.py [--estado PASTA] [--modo local|simples] [--capitulos 02_atencao ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HUB = Path(__file__).resolve().parent
+ROOT = HUB.parent
+sys.path.insert(0, str(HUB))
+
+from contas import garantir_contas  # noqa: E402
+
+COURSE_DIRNAME = "transformers-do-zero"
+DEMO = {"professor": "professor", "aluno1": "aluno", "aluno2": "aluno"}
+# O que o professor leva do repositório para a cópia dele (release/ ele gera).
+COURSE_PARTS = ["source", "solutions", "notebooks", "scripts", "nbgrader_config.py"]
+# Pastas do repositório fechadas para "outros" no modo local: têm respostas ou testes ocultos.
+PRIVATE_PARTS = ["source", "solutions", "notebooks", "grading", "tests", "artifacts", "aluno", ".git"]
+
+
+def estado_padrao() -> Path:
+    if os.geteuid() == 0:
+        return Path("/srv/transformers-do-zero")
+    return Path.home() / ".local" / "share" / "transformers-do-zero-hub"
+
+
+def venv_bin() -> Path:
+    """O bin/ do ambiente do curso (o ``.venv`` do repositório, ou o Python que roda isto)."""
+    local = ROOT / ".venv" / "bin"
+    return local if (local / "python").exists() else Path(sys.executable).parent
+
+
+def _readable_by_others(path: Path) -> bool:
+    """Todo usuário chega a ``path`` (o+x em cada pasta acima) e o lê/executa?"""
+    path = path.resolve()
+    if not path.stat().st_mode & 0o005 == 0o005:
+        return False
+    return all(parent.stat().st_mode & 0o001 for parent in path.parents)
+
+
+def ambiente_dos_usuarios(estado: Path) -> Path:
+    """O ``bin/`` do ambiente com que os servidores dos usuários rodam.
+
+    É o ``.venv`` do curso, quando o interpretador dele é legível por todos. Quando não é (por
+    exemplo, um Python do pyenv em ``/root``, fechado aos outros usuários), cria em
+    ``<estado>/ambiente`` um ambiente-sombra: o ``python3.X`` do sistema com os *mesmos* pacotes
+    (``site-packages``, ``share`` e ``etc`` são ligações simbólicas para os do ``.venv``) e os
+    executáveis do ``.venv`` (``jupyterhub-singleuser``, ``nbgrader``, ``alembic``...) apontando para ele.
+    """
+    course_bin = venv_bin()
+    if _readable_by_others(course_bin / "python"):
+        return course_bin
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    system_python = Path("/usr/bin") / version
+    if not system_python.exists():
+        raise SystemExit(
+            f"O Python do .venv ({(course_bin / 'python').resolve()}) não é legível pelos alunos e falta "
+            f"{system_python}: instale o {version} do sistema (apt-get install {version}) ou crie o .venv "
+            "com um Python fora de /root."
+        )
+    shadow = estado / "ambiente"
+    site = shadow / "lib" / version / "site-packages"
+    course_prefix = course_bin.parent
+    if not (shadow / "bin" / "python").exists():
+        subprocess.run([str(system_python), "-m", "venv", "--without-pip", str(shadow)], check=True)
+    if not site.is_symlink():
+        shutil.rmtree(site)
+        site.symlink_to(course_prefix / "lib" / version / "site-packages")
+    for part in ("share", "etc"):
+        if not (shadow / part).is_symlink():
+            (shadow / part).symlink_to(course_prefix / part)
+    shebang = f"#!{course_bin / 'python'}"
+    for script in course_bin.iterdir():
+        if script.is_symlink() or not script.is_file() or script.name.startswith(("python", "activate")):
+            continue
+        with script.open("rb") as fh:
+            first = fh.readline().decode(errors="replace").rstrip()
+        if first not in (shebang, shebang + "3"):
+            continue
+        text = script.read_text()
+        target = shadow / "bin" / script.name
+        target.write_text(f"#!{shadow / 'bin' / 'python'}\n" + text.split("\n", 1)[1])
+        target.chmod(0o755)
+    for path in [shadow, *shadow.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode | 0o005 if path.is_dir() else path.stat().st_mode | 0o004)
+    return shadow / "bin"
+
+
+def chapters() -> list[str]:
+    return sorted(p.name for p in (ROOT / "source").glob("[0-9][0-9]_*") if p.is_dir())
+
+
+def bin_dos_usuarios(estado: Path, modo: str) -> Path:
+    """O bin/ que o hub dá aos usuários: o ambiente-sombra, se ``preparar`` o criou (modo local)."""
+    shadow = estado / "ambiente" / "bin"
+    return shadow if modo == "local" and (shadow / "python").exists() else venv_bin()
+
+
+def home_of(nome: str, modo: str, estado: Path) -> Path:
+    if modo == "local":
+        return Path(pwd.getpwnam(nome).pw_dir)
+    return estado / "usuarios" / nome
+
+
+def criar_usuario(nome: str, homes: Path | None = None) -> Path:
+    """Usuário Unix (idempotente), com grupo próprio e pasta pessoal 700."""
+    try:
+        home = Path(pwd.getpwnam(nome).pw_dir)
+    except KeyError:
+        cmd = ["useradd", "--create-home", "--user-group", "--shell", "/bin/bash"]
+        if homes is not None:
+            cmd += ["--home-dir", str(homes / nome)]
+        subprocess.run([*cmd, nome], check=True)
+        home = Path(pwd.getpwnam(nome).pw_dir)
+    home.mkdir(parents=True, exist_ok=True)
+    info = pwd.getpwnam(nome)
+    os.chown(home, info.pw_uid, info.pw_gid)
+    home.chmod(0o700)
+    return home
+
+
+def como_usuario(
+    nome: str, cmd: list[str], cwd: Path, modo: str = "local", estado: Path | None = None, **kwargs
+) -> subprocess.CompletedProcess:
+    """Roda ``cmd`` como o usuário (no modo local, com o uid dele), com o ambiente que o hub lhe daria."""
+    env = {
+        "PATH": f"{bin_dos_usuarios(estado or estado_padrao(), modo)}:/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "JUPYTER_CONFIG_PATH": os.pathsep.join(
+            str(p) for p in (HUB / "perfis" / papel_de(nome, estado), HUB / "perfis" / "comum", HUB)
+        ),
+        "TDZ_EXCHANGE": str((estado or estado_padrao()) / "exchange"),
+        "TDZ_CURSO_DIR": COURSE_DIRNAME,
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    }
+    extra = {}
+    if modo == "local" and os.geteuid() == 0:
+        info = pwd.getpwnam(nome)
+        env |= {"HOME": info.pw_dir, "USER": nome, "LOGNAME": nome}
+        extra = {"user": info.pw_uid, "group": info.pw_gid, "extra_groups": []}
+    else:
+        env["HOME"] = str(home_of(nome, "simples", estado or estado_padrao()))
+    kwargs.setdefault("capture_output", True)
+    kwargs.setdefault("text", True)
+    return subprocess.run(cmd, cwd=cwd, env=env, **extra, **kwargs)
+
+
+_PAPEIS: dict[str, str] = {}
+
+
+def papel_de(nome: str, estado: Path | None) -> str:
+    if nome not in _PAPEIS and estado is not None:
+        from contas import ler_contas
+
+        for conta, dados in ler_contas(estado / "hub" / "contas.json").items():
+            _PAPEIS[conta] = dados["papel"]
+    return _PAPEIS.get(nome, "aluno")
+
+
+def copiar_curso(dest: Path) -> Path:
+    """A cópia do curso do professor (só o que falta; nada do professor é sobrescrito)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for part in COURSE_PARTS:
+        src = ROOT / part
+        if (dest / part).exists() or not src.exists():
+            continue
+        if src.is_dir():
+            ignore = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
+            shutil.copytree(src, dest / part, ignore=ignore)
+        else:
+            shutil.copy2(src, dest / part)
+    return dest
+
+
+def chown_tree(path: Path, nome: str) -> None:
+    info = pwd.getpwnam(nome)
+    for dirpath, _, files in os.walk(path):
+        os.chown(dirpath, info.pw_uid, info.pw_gid)
+        for f in files:
+            os.chown(os.path.join(dirpath, f), info.pw_uid, info.pw_gid)
+
+
+def gerar_capitulos(professor: str, curso: Path, caps: list[str], modo: str, estado: Path) -> None:
+    """``nbgrader generate_assignment`` de cada capítulo, como o professor, na cópia dele."""
+    for cap in caps:
+        if (curso / "release" / cap).exists():
+            continue
+        nbgrader = str(bin_dos_usuarios(estado, modo) / "nbgrader")
+        r = como_usuario(professor, [nbgrader, "generate_assignment", cap], curso, modo, estado)
+        if r.returncode != 0 or not (curso / "release" / cap).exists():
+            raise SystemExit(f"generate_assignment {cap} falhou como {professor}:\n{r.stdout}{r.stderr}")
+
+
+def proteger_repositorio() -> list[Path]:
+    """Fecha para 'outros' as pastas do repositório com respostas (os alunos não as leem)."""
+    closed = []
+    for part in PRIVATE_PARTS:
+        path = ROOT / part
+        if path.exists():
+            path.chmod(path.stat().st_mode & ~0o007)
+            closed.append(path)
+    return closed
+
+
+def preparar(
+    estado: Path,
+    modo: str,
+    papeis: dict[str, str] | None = None,
+    caps: list[str] | None = None,
+    homes: Path | None = None,
+    proteger: bool = True,
+) -> dict:
+    papeis = papeis or DEMO
+    caps = chapters() if caps is None else caps
+    if modo == "local" and os.geteuid() != 0:
+        raise SystemExit("o modo local (usuários Unix reais) precisa de root: use sudo ou --modo simples")
+    estado.mkdir(parents=True, exist_ok=True)
+    estado.chmod(0o755)
+    (estado / "hub").mkdir(exist_ok=True)
+    (estado / "hub").chmod(0o700)
+    exchange = estado / "exchange"
+    exchange.mkdir(exist_ok=True)
+    exchange.chmod(0o1777)
+    if modo == "local":
+        ambiente_dos_usuarios(estado)
+    contas = garantir_contas(estado / "hub" / "contas.json", papeis)
+    _PAPEIS.update({nome: dados["papel"] for nome, dados in contas.items()})
+    for nome in papeis:
+        if modo == "local":
+            criar_usuario(nome, homes)
+        else:
+            home_of(nome, modo, estado).mkdir(parents=True, exist_ok=True)
+    for nome, papel in papeis.items():
+        if papel != "professor":
+            continue
+        curso = copiar_curso(home_of(nome, modo, estado) / COURSE_DIRNAME)
+        if modo == "local":
+            chown_tree(curso, nome)
+        gerar_capitulos(nome, curso, caps, modo, estado)
+    closed = proteger_repositorio() if (modo == "local" and proteger) else []
+    return {"contas": contas, "exchange": exchange, "fechadas": closed}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    estado = Path(os.environ.get("TDZ_HUB_ESTADO") or estado_padrao())
+    parser.add_argument("--estado", type=Path, default=estado)
+    parser.add_argument(
+        "--modo",
+        choices=["local", "simples"],
+        default=os.environ.get("TDZ_HUB_MODO") or ("local" if os.geteuid() == 0 else "simples"),
+    )
+    parser.add_argument("--capitulos", nargs="*", default=None, help="padrão: todos os de source/")
+    args = parser.parse_args(argv)
+    if not shutil.which("configurable-http-proxy"):
+        print(
+            "Falta o configurable-http-proxy (o proxy do JupyterHub). Instale o Node.js do Debian e ele:\n"
+            "  sudo apt-get install nodejs && sudo npm install -g configurable-http-proxy",
+            file=sys.stderr,
+        )
+        return 1
+    info = preparar(args.estado, args.modo, caps=args.capitulos)
+    ip = os.environ.get("TDZ_HUB_IP", "127.0.0.1")
+    porta = os.environ.get("TDZ_HUB_PORTA", "8000")
+    print(f"\nJupyterHub da turma: http://{ip}:{porta}/  (modo {args.modo})")
+    if args.modo == "simples":
+        print("ATENÇÃO: modo simples — todas as contas rodam como você; os alunos NÃO ficam isolados.")
+    print("Contas de demonstração (papel):")
+    for nome, dados in info["contas"].items():
+        print(f"  {nome:<12} {dados['papel']}")
+    print(f"Senhas em {args.estado / 'hub' / 'contas.json'} (modo 600; leia com: sudo cat ESSE_ARQUIVO)")
+    print(f"Exchange do nbgrader: {info['exchange']}")
+    if info["fechadas"]:
+        print("Pastas do repositório fechadas para os alunos: " + ", ".join(p.name for p in info["fechadas"]))
+    print("Ctrl-C encerra o hub.\n", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
