@@ -21,8 +21,10 @@
 # 2. construir a máscara causal, a de *padding* e a combinação das duas, com **uma** convenção de
 #    formas que se difunde (*broadcasting*) sem surpresas;
 # 3. traduzir entre as convenções do PyTorch, que discordam entre si sobre o que `True` quer dizer;
-# 4. entender por que uma linha totalmente mascarada dá NaN com $-\infty$, pesos uniformes com
-#    $-10^9$, e o que muda em float16 — e escrever um softmax mascarado que devolve zeros;
+# 4. entender o que acontece com uma linha totalmente mascarada — NaN num softmax escrito à mão com
+#    $-\infty$ (e no `nn.MultiheadAttention`), zeros no `F.scaled_dot_product_attention`, pesos
+#    uniformes (um vazamento) com $-10^9$ — e o que muda em float16; e escrever um softmax
+#    mascarado que devolve zeros;
 # 5. **provar** que um modelo é causal com um teste de propriedade que você pode reutilizar.
 #
 # **Pré-requisitos.** Capítulo 2 (atenção por produto escalar escalado, com máscara booleana).
@@ -247,7 +249,10 @@ check_padding_mask_hidden(padding_mask)
 # $$M^{\text{dec}}_{b,0,i,j} = [\, j \le i \,] \;\wedge\; [\, \text{token\_ids}_{b,j} \ne \text{pad\_id} \,]$$
 #
 # Você pode (e deve) usar as suas duas funções anteriores; a difusão faz o resto.
-# `token_ids` que não seja 2-D deve levantar `ValueError`.
+#
+# - a máscara fica no mesmo dispositivo de `token_ids` (passe `token_ids.device` à sua
+#   `causal_mask`, como no exercício 1);
+# - `token_ids` que não seja 2-D deve levantar `ValueError` (os testes visíveis conferem).
 
 # %% nbgrader={"grade": false, "grade_id": "decoder_self_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def decoder_self_mask(token_ids, pad_id=0):
@@ -296,6 +301,9 @@ plots.mask_panels(
 # | `nn.MultiheadAttention` (e `nn.Transformer*Layer`) | `attn_mask` | bool | **bloqueado** | $(T_q, T_k)$ ou $(B \cdot H, T_q, T_k)$ |
 # | `nn.MultiheadAttention` | `key_padding_mask` | bool | **é padding** (bloqueado) | $(B, T_k)$ |
 # | `nn.Transformer.generate_square_subsequent_mask` | — | float | $-\infty$ acima da diagonal, $0$ no resto | $(T, T)$ |
+#
+# As APIs discordam também sobre uma linha em que **tudo** foi bloqueado: a seção 5 mede o que
+# cada uma devolve.
 #
 # O pacote traz conversores para sair da convenção do curso: `to_additive_mask`,
 # `to_mha_attn_mask` e `to_key_padding_mask` (em `transformer_course.masks`).
@@ -370,19 +378,63 @@ with torch.no_grad():
 # \mathrm{softmax}(-10^9, -10^9, -10^9) = \left(\tfrac13, \tfrac13, \tfrac13\right).$$
 #
 # Com $-10^9$ (preenchendo, não somando), todas as posições ficam iguais, e o softmax de valores
-# iguais é **uniforme**: a consulta atende igualmente a tudo o que era proibido.
+# iguais é **uniforme**: a consulta atende igualmente a **todas** as chaves — inclusive as que a
+# máscara proibia.
+#
+# Essa é a conta. O que cada implementação devolve para essa linha, porém, varia. Medimos todas
+# numa atenção com 3 consultas e 3 chaves em que a consulta 1 não pode ver nada (a saída da
+# linha 1, resumida):
 
 # %%
-linha = torch.tensor([2.0, -1.0, 0.5])
-nada = torch.tensor([False, False, False])  # nenhuma chave permitida
-{
-    "-inf": linha.masked_fill(~nada, float("-inf")).softmax(-1).tolist(),
-    "-1e9": linha.masked_fill(~nada, -1e9).softmax(-1).tolist(),
-    "masked_softmax": masked_softmax_ref(linha, nada).tolist(),
-}
+q3, k3, v3 = (torch.randn(1, 3, 4, generator=gen) for _ in range(3))  # (B, T, D) = (1, 3, 4)
+pode3 = torch.ones(3, 3, dtype=torch.bool)
+pode3[1] = False  # a consulta 1 não pode ver nenhuma chave
+scores3 = q3 @ k3.transpose(-2, -1) / 4**0.5  # (1, 3, 3)
+mha_3 = nn.MultiheadAttention(embed_dim=4, num_heads=1, batch_first=True)
+with torch.no_grad():
+    saidas_3 = {
+        "softmax à mão, -inf (o do capítulo 2)": scores3.masked_fill(~pode3, float("-inf")).softmax(-1) @ v3,
+        "softmax à mão, -1e9": scores3.masked_fill(~pode3, -1e9).softmax(-1) @ v3,
+        "F.scaled_dot_product_attention": F.scaled_dot_product_attention(q3, k3, v3, attn_mask=pode3),
+        "nn.MultiheadAttention (need_weights=True, o padrão)": mha_3(q3, k3, v3, attn_mask=~pode3)[0],
+        "nn.MultiheadAttention (need_weights=False)": mha_3(
+            q3, k3, v3, attn_mask=~pode3, need_weights=False
+        )[0],
+        "masked_softmax (exercício 4)": masked_softmax_ref(scores3, pode3) @ v3,
+    }
+
+
+def resumo(linha, valores):
+    """Diz em palavras o que saiu numa linha de saída da atenção."""
+    if linha.isnan().any():
+        return "NaN"
+    if (linha == 0).all():
+        return "zeros"
+    if torch.allclose(linha, valores.mean(dim=0)):
+        return "média de TODOS os valores (1/T em cada chave)"
+    return f"outra coisa: {linha.tolist()}"
+
+
+{nome: resumo(saida[0, 1], v3[0]) for nome, saida in saidas_3.items()}
 
 # %% [markdown]
-# Os três comportamentos no caso realista, *padding* à esquerda com máscara causal:
+# Três respostas diferentes para a mesma pergunta, medidas aqui com a versão do PyTorch impressa
+# no início do notebook:
+#
+# | implementação | linha toda bloqueada |
+# |---|---|
+# | softmax escrito à mão com $-\infty$ (como o do capítulo 2) | NaN ($0/0$) |
+# | `nn.MultiheadAttention` com `need_weights=True` (o padrão) | NaN: calcula os pesos com um softmax comum |
+# | `nn.MultiheadAttention` com `need_weights=False` | zeros (antes de $W^O$): passa por `F.scaled_dot_product_attention` |
+# | `F.scaled_dot_product_attention` | zeros: desde o PyTorch 2.5, um softmax "seguro" (`_safe_softmax`) zera as linhas em que tudo é $-\infty$ |
+# | $-10^9$ no lugar de $-\infty$ (qualquer implementação) | pesos uniformes: a média de todos os valores |
+#
+# O `masked_softmax` do exercício 4 segue a convenção do `F.scaled_dot_product_attention`: zeros.
+# Por que a linha do `nn.MultiheadAttention` com `need_weights=False` sai com zeros exatos? O
+# módulo inicia o viés de $W^O$ com zeros; depois de treinado, essa linha seria o viés.
+
+# %% [markdown]
+# Três desses comportamentos no caso realista, *padding* à esquerda com máscara causal:
 
 # %%
 ids_esq = torch.tensor([[0, 0, 3, 8, 5, 2]])  # dois <pad> à esquerda
@@ -395,12 +447,13 @@ plots.nan_heatmaps(
         s.masked_fill(~mascara_esq, -1e9).softmax(-1),
         masked_softmax_ref(s, mascara_esq),
     ],
-    ["-inf: NaN nas linhas vazias", "-1e9: linhas vazias uniformes", "masked_softmax: zeros"],
+    ["softmax à mão, -inf: NaN", "-1e9: uniformes, futuro incluído", "masked_softmax: zeros"],
     rot_esq,
 )
 
 # %% [markdown]
-# **O NaN se espalha.** Um NaN numa linha não fica lá: na camada seguinte, as outras posições
+# **O NaN se espalha.** (Com a atenção do capítulo 2, que usa um softmax comum.) Um NaN numa linha
+# não fica lá: na camada seguinte, as outras posições
 # multiplicam os pesos pelos valores $V$, e $0 \times \mathrm{NaN} = \mathrm{NaN}$ — mesmo com peso
 # zero, a posição contaminada envenena todas as outras. Duas camadas de atenção bastam:
 
@@ -416,10 +469,20 @@ x2, _ = attention_ref(x1, x1, x1, mascara_4d[:, 0])
 }
 
 # %% [markdown]
-# Com $-10^9$ o NaN some, mas as linhas vazias viram a média dos valores proibidos — aqui, dos
-# `<pad>`. Nessas posições a saída costuma ser descartada (a perda ignora os `<pad>`), então o dano é
-# pequeno; mas é um valor sem sentido que circula pela rede, e nada avisa se um dia ele importar.
-# A saída honesta para "não há nada a ver" é **zero**. É o que o seu `masked_softmax` vai fazer.
+# Com $-10^9$ o NaN some, mas olhe a figura do meio: as linhas vazias (as consultas dos dois
+# `<pad>`) dão peso $1/T$ a **todas** as chaves — inclusive "o", "gato", "dormiu" e ".", *tokens*
+# reais que estão no **futuro** dessas posições. A saída é a média de todos os valores, não dos
+# `<pad>`: um vazamento causal. Quanto peso as duas linhas vazias põem no futuro:
+
+# %%
+pesos_1e9 = s.masked_fill(~mascara_esq, -1e9).softmax(-1)  # (6, 6)
+{"peso das linhas 0 e 1 nas chaves 2..5 (o futuro)": [round(p, 4) for p in pesos_1e9[:2, 2:].sum(-1).tolist()]}
+
+# %% [markdown]
+# Nessas posições a saída costuma ser descartada (a perda ignora os `<pad>`, e nenhuma consulta
+# real atende a elas), então o dano costuma ser pequeno; mas é informação do futuro circulando pela
+# rede, e nada avisa se um dia ela importar. A saída honesta para "não há nada a ver" é **zero**:
+# a escolha do `F.scaled_dot_product_attention`, e o que o seu `masked_softmax` vai fazer.
 #
 # **E em float16?** Treinar em precisão mista (*mixed precision*), com os scores em float16, é comum
 # em GPU. O maior número finito do float16 é 65504, então $-10^9$ **não cabe**:
@@ -433,25 +496,32 @@ except RuntimeError as erro:
     print("masked_fill com -1e9 em float16:", erro)
 print("-1e9 convertido para float16:", torch.tensor(-1e9).half().item())
 minimo = torch.finfo(torch.float16).min
-soma = torch.tensor(-20.0).half() + minimo
-print("finfo(float16).min:", minimo, "| somado a um score de -20:", soma.item())
+print("finfo(float16).min:", minimo)
+scores16 = torch.tensor([-20.0, -16.0, -15.0, 0.0, 3.0, 15.0, 20.0], dtype=torch.float16)
+print("score + min:", dict(zip(scores16.tolist(), (scores16 + minimo).tolist())))
+linha16 = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float16)  # uma linha toda bloqueada
+print("softmax(linha + min), máscara aditiva:", (linha16 + minimo).softmax(-1).tolist())
 
 # %% [markdown]
-# Três armadilhas numa célula: `masked_fill` com $-10^9$ recusa; converter $-10^9$ para float16 dá
-# $-\infty$ (e o NaN volta); e a receita "use `torch.finfo(dtype).min`" só é segura para
-# **preencher** — numa máscara **aditiva**, $\text{score} + \text{min}$ transborda para $-\infty$.
-# (O bfloat16 tem o alcance do float32, e $-10^9$ cabe nele.) A saída robusta, em qualquer dtype:
-# preencher com $-\infty$ e tratar explicitamente as linhas vazias.
+# Três armadilhas numa célula. `masked_fill` com $-10^9$ recusa. Converter $-10^9$ para float16 dá
+# $-\infty$ (e o NaN volta). E a receita "use `torch.finfo(dtype).min`" numa máscara **aditiva**
+# tem duas faces: perto de $65504$ os números do float16 vêm de 32 em 32, então
+# $\text{score} + \text{min}$ transborda para $-\infty$ só quando o score é $\le -16$; para os
+# scores usuais, entre $-16$ e $16$, a soma arredonda **sempre** para $-65504$. As posições
+# bloqueadas ficam iguais, e uma linha toda bloqueada sai **uniforme**, como com $-10^9$ — o mesmo
+# vazamento. (O bfloat16 tem o alcance do float32, e $-10^9$ cabe nele.) A saída robusta, em
+# qualquer dtype: preencher com $-\infty$ e tratar explicitamente as linhas vazias.
 
 # %% [markdown]
 # ### Exercício 4 — `masked_softmax` (4 pontos)
 #
-# Escreva `masked_softmax(scores, mask)`:
+# Escreva `masked_softmax(scores, mask=None)`:
 #
 # - softmax no último eixo (`dim=-1`), com `mask` booleana (True = pode atender) difundível para a
-#   forma de `scores`; com `mask=None`, é o softmax comum;
+#   forma de `scores`; com `mask=None` (o padrão), é o softmax comum;
 # - posições bloqueadas recebem peso **exatamente** 0 (não $10^{-40}$);
-# - uma linha sem nenhuma posição permitida sai **só com zeros**: nem NaN, nem uniforme;
+# - uma linha sem nenhuma posição permitida sai **só com zeros**: nem NaN, nem uniforme (a
+#   convenção do `F.scaled_dot_product_attention`);
 # - funciona em float32 e float64, preserva a forma e o dispositivo, não modifica as entradas e
 #   deixa o gradiente passar (sem NaN);
 # - não use `F.scaled_dot_product_attention` (a correção verifica).
@@ -459,7 +529,7 @@ print("finfo(float16).min:", minimo, "| somado a um score de -20:", soma.item())
 # Dica: `mask.any(dim=-1, keepdim=True)` diz quais linhas têm ao menos uma posição permitida.
 
 # %% nbgrader={"grade": false, "grade_id": "masked_softmax", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def masked_softmax(scores, mask):
+def masked_softmax(scores, mask=None):
     """Softmax no último eixo; bloqueadas = 0; linhas todas bloqueadas = 0 (nunca NaN)."""
     ### BEGIN SOLUTION
     if mask is None:
@@ -511,7 +581,7 @@ int(y2.isnan().sum()), y2[0, :2].abs().max().item()
 
 # %%
 class MiniDecodificador(nn.Module):
-    """Embeddings + posição aprendida + camadas de (autoatenção + FFN), com resíduos."""
+    """Embeddings + codificação posicional aprendida + camadas de (autoatenção + FFN), com conexões residuais."""
 
     def __init__(self, vocab_size=20, d_model=16, max_len=16, n_layers=2):
         super().__init__()
@@ -658,8 +728,11 @@ mask_widget()
 # - O PyTorch tem três convenções: `F.scaled_dot_product_attention` (bool, `True` = pode),
 #   `nn.MultiheadAttention` (`True` = bloqueado; `key_padding_mask`, `True` = pad) e máscaras
 #   aditivas float. Converta explicitamente.
-# - Linha toda bloqueada: $-\infty$ dá NaN (que se espalha pelas camadas); $-10^9$ dá pesos uniformes
-#   sobre o proibido (e nem cabe em float16). O `masked_softmax` devolve zeros.
+# - Linha toda bloqueada: com $-\infty$, um softmax escrito à mão e o `nn.MultiheadAttention`
+#   (`need_weights=True`) dão NaN, que se espalha pelas camadas; o `F.scaled_dot_product_attention`
+#   (desde o PyTorch 2.5) dá zeros. $-10^9$ dá pesos uniformes sobre **todas** as chaves, futuro
+#   incluído (e nem cabe em float16, onde $\text{score} + \text{min}$ também deixa a linha
+#   uniforme). O `masked_softmax` devolve zeros.
 # - Causalidade se prova com uma propriedade: trocar o futuro não muda o passado
 #   (`assert_causal`, `dependency_matrix`).
 #

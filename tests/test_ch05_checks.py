@@ -410,3 +410,48 @@ def test_reference_validation():
         ref.padding_mask(torch.tensor([1, 2]))
     with pytest.raises(ValueError):
         ref.decoder_self_mask(torch.tensor([1, 2]))
+
+
+# ---------------------------------------------------------------- forma das falhas e testes visíveis
+
+
+def test_wrong_values_fail_with_the_short_check_failure():
+    """Máscara com valores errados e NaN no softmax: CheckFailure (a devolutiva curta), não um
+    AssertionError comum com o traceback do pacote."""
+    from transformer_course.feedback import CheckFailure
+
+    with pytest.raises(CheckFailure, match="Valores errados"):
+        ch05.check_causal_mask(WRONG_CAUSAL["SUPERIOR"])
+    with pytest.raises(CheckFailure, match="Valores errados"):
+        ch05.check_decoder_self_mask(WRONG_DECODER["OU padding"])
+
+    def nan_rows(scores, mask=None):
+        if mask is None:
+            return scores.softmax(-1)
+        return scores.masked_fill(~mask, float("-inf")).softmax(-1)
+
+    with pytest.raises(CheckFailure, match="NaN"):
+        ch05.check_masked_softmax(nan_rows)
+
+
+def test_valueerror_requirements_have_visible_tests():
+    """Os ValueError pedidos nos enunciados são conferidos já nos testes visíveis."""
+    from transformer_course.feedback import CheckFailure
+
+    def causal_no_check(T, device=None):
+        return torch.ones(max(T, 0), max(T, 0), dtype=torch.bool, device=device).tril()
+
+    def padding_no_check(ids, pad_id=0):
+        return (ids != pad_id)[..., None, None, :]
+
+    def decoder_no_check(ids, pad_id=0):
+        T = ids.size(-1)
+        return padding_no_check(ids, pad_id) & torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()
+
+    for check, fn in (
+        (ch05.check_causal_mask, causal_no_check),
+        (ch05.check_padding_mask, padding_no_check),
+        (ch05.check_decoder_self_mask, decoder_no_check),
+    ):
+        with pytest.raises(CheckFailure, match="ValueError"):
+            check(fn)

@@ -20,6 +20,7 @@ from torch.nn import functional as F
 from .. import masks as reference
 from ..device import seeded_generator
 from ..feedback import (
+    CheckFailure,
     Mistake,
     call,
     describe,
@@ -152,7 +153,7 @@ def _expect_mask(actual, expected: torch.Tensor, name: str, tried: str, mistakes
     wrong = got != expected
     if wrong.any():
         idx = tuple(int(i) for i in wrong.nonzero()[0])
-        raise AssertionError(
+        raise CheckFailure(
             f"`{name}` falhou.\nTeste: {tried}\n"
             f"Valores errados em {int(wrong.sum())} de {wrong.numel()} posições. "
             f"Primeira no índice {idx}: esperado {bool(expected[idx])}, obtido {bool(got[idx])}.\n"
@@ -212,6 +213,8 @@ def check_causal_mask(fn: Callable) -> None:
         "causal_mask(6, device='cpu')",
         f"A máscara está em {mask.device}, mas foi pedido 'cpu'.",
     )
+    n += 1
+    expect_raises(fn, ValueError, CAUSAL, "causal_mask(0) deve levantar ValueError", 0)
     n += 1
     passed(CAUSAL, n)
 
@@ -308,6 +311,9 @@ def check_padding_mask(fn: Callable) -> None:
     ids = torch.tensor([[0, 5, 2, 1, 1, 1], [6, 0, 1, 1, 1, 1], [3, 3, 3, 3, 3, 3]])
     _run_padding(fn, ids, 1, " (o token 0 é real aqui)")
     n += 1
+    bad = torch.tensor([7, 3, 0])
+    expect_raises(fn, ValueError, PADDING, "token_ids 1-D (3,) deve levantar ValueError", bad)
+    n += 1
     passed(PADDING, n)
 
 
@@ -402,6 +408,9 @@ def check_decoder_self_mask(fn: Callable) -> None:
     _run_decoder(fn, torch.tensor([[5, 8, 2, 0, 0], [3, 9, 4, 6, 0]]), None, " (pad_id padrão)")
     n += 1
     _run_decoder(fn, torch.tensor([[0, 4, 4, 7], [2, 0, 7, 7]]), 7, " (o token 0 é real aqui)")
+    n += 1
+    bad = torch.tensor([5, 8, 0])
+    expect_raises(fn, ValueError, DECODER, "token_ids 1-D (3,) deve levantar ValueError", bad)
     n += 1
     passed(DECODER, n)
 
@@ -516,6 +525,13 @@ def _run_softmax(
         tried,
         f"Esperava um tensor da forma de `scores`, {tuple(scores.shape)}; veio {describe(result)}.",
     )
+    expect(
+        result.dtype == scores.dtype,
+        SOFTMAX,
+        tried,
+        f"dtype errado nos pesos: esperado {scores.dtype}, obtido {result.dtype} "
+        "(a função deve preservar o dtype de `scores`).",
+    )
     if mask is not None:
         full_mask = mask.expand(scores.shape)
         empty = ~full_mask.any(-1)  # (..., Tq): linhas totalmente bloqueadas
@@ -523,7 +539,7 @@ def _run_softmax(
         nan_rows = torch.isnan(w).any(-1)
         if nan_rows.any():
             only_empty = bool((nan_rows <= empty).all())
-            raise AssertionError(
+            raise CheckFailure(
                 f"`{SOFTMAX}` falhou.\nTeste: {tried}\n"
                 f"A saída tem NaN em {int(nan_rows.sum())} linha(s), a primeira na linha "
                 f"{tuple(int(i) for i in nan_rows.nonzero()[0])}.\nDiagnóstico provável: "
