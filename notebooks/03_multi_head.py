@@ -20,8 +20,8 @@
 # 2. escrever as projeções $W^Q$, $W^K$, $W^V$, $W^O$ e a separação e junção das cabeças, com as formas
 #    certas — e dizer por que um `view` sem `transpose` embaralha tokens e cabeças sem dar erro;
 # 3. mostrar que o número de parâmetros, $4\,d_{model}^2$ mais os vieses, não depende do número de cabeças;
-# 4. construir uma `MultiHeadAttention` idêntica ao `nn.MultiheadAttention` do PyTorch e traduzir as
-#    convenções de máscara entre as duas;
+# 4. construir uma `MultiHeadAttention` idêntica ao `nn.MultiheadAttention` do PyTorch (sem *dropout*
+#    ativo: em modo de avaliação ou com `dropout=0`) e traduzir as convenções de máscara entre as duas;
 # 5. ler mapas de atenção por cabeça.
 #
 # **Pré-requisitos.** Capítulo 2 (atenção por produto escalar escalado, máscara booleana com
@@ -119,6 +119,9 @@ torch.cat([saida1, saida2], dim=-1).round(decimals=2)  # (1, 4) e (1, 4) -> (1, 
 #
 # com $W_i^Q, W_i^K \in \mathbb{R}^{d_{model} \times d_k}$, $W_i^V \in \mathbb{R}^{d_{model} \times d_v}$ e
 # $W^O \in \mathbb{R}^{H d_v \times d_{model}}$. No artigo, $d_k = d_v = d_{model}/H$ ($512/8 = 64$).
+# Os tokens são **linhas** de $Q$, $K$ e $V$, e uma projeção multiplica pela direita: $Q W_i^Q$. É a
+# convenção do curso inteiro, a mesma do código (`x @ W`). Um detalhe do PyTorch: `nn.Linear`
+# guarda a transposta, `weight` de forma (saída, entrada), e calcula `x @ weight.T + bias`.
 # Repare: cada cabeça projeta as consultas com **a sua** $W_i^Q$, as chaves com $W_i^K$ e os valores
 # com $W_i^V$; $W^O$ só aparece **depois** da concatenação, misturando as cabeças de volta em
 # $d_{model}$ colunas. (Um texto que escreva $Q W_i^O$ dentro da cabeça está errado.)
@@ -172,7 +175,8 @@ plots.head_split_figure(seq_len=4, d_model=8, n_heads=2)
 # Escreva `split_heads(x, n_heads)`: recebe `x` de forma $(B, T, D)$ e devolve $(B, H, T, D_k)$, em que
 # a cabeça $h$ tem as colunas $h \cdot D_k$ a $(h+1) \cdot D_k - 1$ de cada token.
 # Se $D$ não for divisível por `n_heads`, levante `ValueError` com uma mensagem em português.
-# Não modifique `x`.
+# Não modifique `x`. Deve funcionar em float32 e float64, com `x` contíguo ou não (vindo de um
+# `transpose`, por exemplo), e deixar o gradiente passar (só operações do PyTorch).
 
 # %% nbgrader={"grade": false, "grade_id": "split_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def split_heads(x, n_heads):
@@ -198,7 +202,8 @@ check_split_heads_hidden(split_heads)
 # ### Exercício 2 — `merge_heads` (2 pontos)
 #
 # Escreva `merge_heads(x)`: recebe $(B, H, T, D_k)$ e devolve $(B, T, H \cdot D_k)$, com as cabeças lado a
-# lado em cada token — o inverso exato de `split_heads`. Não modifique `x`.
+# lado em cada token — o inverso exato de `split_heads`. Não modifique `x`. Como no exercício 1:
+# float32 e float64, qualquer $H$ (inclusive 1) e $D_k$ (inclusive 1), e o gradiente passa.
 
 # %% nbgrader={"grade": false, "grade_id": "merge_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def merge_heads(x):
@@ -240,11 +245,11 @@ cabecas.shape, torch.equal(merge_heads_ref(cabecas), x)
 # |---|---|---|
 # | $(T_q, T_k)$ | causal | nada: a difusão alinha pela direita |
 # | $(B, T_q, T_k)$ | uma por frase do lote | `mask.unsqueeze(1)` → $(B, 1, T_q, T_k)$ |
-# | $(B, 1\ \text{ou}\ H, T_q, T_k)$ | padding $(B, 1, 1, T_k)$ | usar como está |
+# | $(B, 1\ \text{ou}\ H, T_q, T_k)$ | *padding* $(B, 1, 1, T_k)$ | usar como está |
 #
 # A linha do meio é uma armadilha: sem o `unsqueeze(1)`, o PyTorch alinha os eixos pela direita e o
 # eixo do **lote** da máscara cai sobre o eixo das **cabeças** dos scores. Quando $B = H$, nada quebra —
-# cada cabeça usa a máscara de outra frase. (Uma máscara de padding que já vem $(B, 1, 1, T_k)$ não
+# cada cabeça usa a máscara de outra frase. (Uma máscara de *padding* que já vem $(B, 1, 1, T_k)$ não
 # deve ganhar outro eixo: ficaria com 5 eixos.)
 #
 # ### Exercício 3 — `MultiHeadAttention` (7 pontos)
@@ -252,13 +257,19 @@ cabecas.shape, torch.equal(merge_heads_ref(cabecas), x)
 # Complete a classe:
 #
 # - `__init__(d_model, n_heads, dropout=0.0, bias=True)`: `ValueError` se `d_model` não for divisível por
-#   `n_heads`; atributos `W_Q`, `W_K`, `W_V`, `W_O`, cada um `nn.Linear(d_model, d_model, bias=bias)`;
-#   um `nn.Dropout(dropout)` para os pesos de atenção;
+#   `n_heads`; atributos `W_Q`, `W_K`, `W_V`, `W_O`, cada um `nn.Linear(d_model, d_model, bias=bias)`, e
+#   nenhum outro parâmetro; um `nn.Dropout(dropout)` para os pesos de atenção (em modo de avaliação,
+#   `.eval()`, ele não age);
 # - `forward(query, key, value, mask=None)` devolve `(output, weights)`: `output` $(B, T_q, D)$ e `weights`
-#   $(B, H, T_q, T_k)$ — um mapa **por cabeça**, antes do *dropout*;
-# - `query` $(B, T_q, D)$ pode ter comprimento diferente de `key` e `value` $(B, T_k, D)$ (atenção cruzada);
+#   $(B, H, T_q, T_k)$ — um mapa **por cabeça**, antes do *dropout* (o *dropout* age só no produto
+#   pelos valores);
+# - `query` $(B, T_q, D)$ pode ter comprimento diferente de `key` e `value` $(B, T_k, D)$ (atenção
+#   cruzada), e `key` pode ser diferente de `value`;
+# - `mask` nas três formas da tabela acima (inclusive $(B, H, T_q, T_k)$, uma máscara por cabeça);
+# - float32 e float64, e o gradiente chega a todas as entradas e a todos os parâmetros;
 # - use as suas `split_heads` e `merge_heads` e a `scaled_dot_product_attention` do capítulo 2
-#   (já importada); não use `nn.MultiheadAttention` — ele é o gabarito.
+#   (já importada); não use `nn.MultiheadAttention` nem `F.multi_head_attention_forward` — eles são
+#   o gabarito.
 
 # %% nbgrader={"grade": false, "grade_id": "multi_head_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class MultiHeadAttention(nn.Module):
@@ -293,7 +304,7 @@ class MultiHeadAttention(nn.Module):
 # %% [markdown]
 # Os testes copiam os pesos de um `nn.MultiheadAttention(batch_first=True)` para o seu módulo e
 # comparam saídas e pesos por cabeça em autoatenção, atenção cruzada ($T_q \ne T_k$) e máscaras 2-D, 3-D
-# e 4-D. Quando a diferença coincide com um erro conhecido (separação sem `transpose`, escala por
+# e 4-D, sempre sem *dropout* ativo. Quando a diferença coincide com um erro conhecido (separação sem `transpose`, escala por
 # $\sqrt{d_{model}}$, a mesma projeção para K e V...), a mensagem diz qual.
 
 # %% nbgrader={"grade": true, "grade_id": "test_multi_head_attention", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
@@ -329,6 +340,33 @@ saida_nossa, pesos_nossos = nosso(consultas, memoria, memoria)
 # Por padrão o PyTorch devolve a **média** dos mapas das cabeças (`average_attn_weights=True`), forma
 # $(B, T_q, T_k)$; pedimos um mapa por cabeça para comparar.
 #
+# **"Igual" vale sem *dropout* ativo.** Aqui os dois módulos têm `dropout=0`. Com `dropout > 0` em
+# modo de treino, os sorteios são diferentes nos dois, e há mais uma diferença: o
+# `nn.MultiheadAttention` devolve os pesos **depois** do *dropout* (com zeros e valores
+# reescalados por $1/(1-p)$), e o nosso módulo devolve os de **antes**, que somam 1 em cada linha.
+# Em modo de avaliação (`.eval()`) o *dropout* não age, e os dois voltam a coincidir:
+
+# %%
+torch_drop = nn.MultiheadAttention(d_model, n_heads, dropout=0.5, batch_first=True)  # modo de treino
+nosso_drop = load_from_torch(MultiHeadAttentionRef(d_model, n_heads, dropout=0.5), torch_drop)
+with torch.no_grad():
+    _, pesos_t_treino = torch_drop(consultas, memoria, memoria, average_attn_weights=False)
+    _, pesos_n_treino = nosso_drop(consultas, memoria, memoria)
+    torch_drop.eval(), nosso_drop.eval()
+    saida_t_eval, pesos_t_eval = torch_drop(consultas, memoria, memoria, average_attn_weights=False)
+    saida_n_eval, pesos_n_eval = nosso_drop(consultas, memoria, memoria)
+{
+    "treino, soma das linhas dos pesos (PyTorch)": [round(v, 2) for v in pesos_t_treino[0, 0].sum(-1).tolist()],
+    "treino, soma das linhas dos pesos (nosso)": [round(v, 2) for v in pesos_n_treino[0, 0].sum(-1).tolist()],
+    "eval, max |Δ| na saída": (saida_n_eval - saida_t_eval).abs().max().item(),
+    "eval, max |Δ| nos pesos": (pesos_n_eval - pesos_t_eval).abs().max().item(),
+}
+
+# %% [markdown]
+# No PyTorch, as linhas dos pesos em modo de treino não somam 1 (alguns pesos viraram zero, os
+# outros foram multiplicados por 2); as nossas somam. Em modo de avaliação, a diferença volta ao
+# arredondamento do float32.
+#
 # **As convenções de máscara.** Aqui mora a confusão mais comum. O curso usa booleanas com
 # True = pode atender, como `F.scaled_dot_product_attention`. O `nn.MultiheadAttention` aceita três
 # outras:
@@ -352,8 +390,8 @@ saida_float, _ = torch_mha(x, x, x, attn_mask=aditiva)  # 0 ou -inf somado aos s
 [(s - saida_ref).abs().max().item() for s in (saida_bool, saida_float)]
 
 # %% [markdown]
-# E o padding: na nossa convenção uma máscara $(B, 1, 1, T_k)$ com True nos tokens reais; no
-# `key_padding_mask`, $(B, T_k)$ com True nos tokens de padding.
+# E o *padding*: na nossa convenção uma máscara $(B, 1, 1, T_k)$ com True nos tokens reais; no
+# `key_padding_mask`, $(B, T_k)$ com True nos tokens de *padding*.
 
 # %%
 reais = torch.tensor([[True, True, True, True, True], [True, True, True, False, False]])  # (B, Tk)
@@ -394,8 +432,8 @@ sum(p.numel() for p in nn.MultiheadAttention(d_model, 8).parameters())
 # ## 7. O que as cabeças aprendem
 #
 # Uma tarefa pequena, feita para que uma cabeça só **não** consiga: cada posição precisa dizer qual é o
-# token **anterior** e qual é o **seguinte**. O modelo é mínimo — *embedding* do token + posição
-# aprendida, **uma** camada de atenção, e uma leitura linear; sem conexão residual, então tudo o que a
+# token **anterior** e qual é o **seguinte**. O modelo é mínimo — *embedding* do token + codificação
+# posicional aprendida, **uma** camada de atenção, e uma leitura linear; sem conexão residual, então tudo o que a
 # posição $t$ sabe dos vizinhos passa pela atenção. Treinamos o mesmo modelo com
 # $H \in \{1, 2, 4, 8, 16\}$ e $d_{model} = 16$, sobre sequências aleatórias das 12 palavras de `VOCAB`:
 # mesmos dados, mesmos parâmetros.
@@ -420,13 +458,16 @@ resultados = train_neighbor_models(divisors(cfg.d_model), cfg, device=device)
 plots.heads_tradeoff_figure(resultados, cfg.d_model)
 
 # %% [markdown]
-# **Leitura da figura.** À esquerda, o mesmo número de parâmetros para todo $H$. À direita, a acurácia:
+# **Leitura da figura.** À esquerda, o mesmo número de parâmetros para todo $H$. À direita, a acurácia
+# (os números exatos estão na célula do treino, acima; variam um pouco de máquina para máquina, e os
+# testes do curso conferem, com o treino completo, que $H = 2$ passa de 97 % e que $H = 1$ e
+# $H = 16$ ficam abaixo de 80 %):
 #
-# - **$H = 1$** fica perto de 60 %. A cabeça precisa olhar para dois lugares; se divide os pesos, a saída
+# - **$H = 1$** fica bem abaixo dos outros. A cabeça precisa olhar para dois lugares; se divide os pesos, a saída
 #   é a soma dos dois vizinhos, e uma soma é simétrica — "gata antes, sofá depois" e "sofá antes, gata
 #   depois" dão o mesmo vetor. É o problema da seção 1, medido.
 # - **$H = 2$ a $8$** acertam (quase) tudo: cada cabeça pode se dedicar a um vizinho.
-# - **$H = 16$** volta a errar: com $d_k = 1$, o score de cada cabeça é o produto de **dois números**,
+# - **$H = 16$** volta a errar, também abaixo de 80 %: com $d_k = 1$, o score de cada cabeça é o produto de **dois números**,
 #   $q_t \cdot k_s$, e o maior deles para uma consulta está sempre na chave de maior (ou de menor) $k_s$ —
 #   nenhuma cabeça consegue apontar para "a posição logo antes de mim". Cabeças finas demais têm
 #   pouca expressividade (Bhojanapalli et al., 2020, chamam isso de gargalo de posto baixo).
@@ -451,8 +492,15 @@ with torch.no_grad():
     _, pesos_1 = resultados[1]["model"](ids_frase.view(1, -1))
 plots.head_grid(pesos_1[0], tokens, "Uma cabeça: os pesos se dividem entre os dois vizinhos")
 
+# %%
+T_frase = ids_frase.numel()
+anterior = pesos_1[0, 0, torch.arange(1, T_frase), torch.arange(T_frase - 1)]  # peso de t em t - 1
+seguinte = pesos_1[0, 0, torch.arange(T_frase - 1), torch.arange(1, T_frase)]  # peso de t em t + 1
+{"peso médio no vizinho anterior": round(anterior.mean().item(), 2),
+ "peso médio no vizinho seguinte": round(seguinte.mean().item(), 2)}
+
 # %% [markdown]
-# Cada linha reparte o peso entre a palavra anterior e a seguinte, ≈ 0,5 para cada: a média que
+# Cada linha reparte o peso entre a palavra anterior e a seguinte (as médias acima): a média que
 # apaga a ordem. Em modelos de verdade, treinados com texto, aparecem cabeças parecidas com essas
 # (olhar para o token anterior ou seguinte) e outras que seguem relações sintáticas, como verbo → objeto
 # ou determinante → substantivo (Clark et al., 2019; Voita et al., 2019). Também se mede que muitas
@@ -487,9 +535,10 @@ heads_widget(SENTENCE, resultados, cfg)
 # diferentes, a média as soma num vetor só e a distinção se perde. Com $H$ cabeças, cada consulta tem
 # $H$ distribuições independentes, e as saídas são concatenadas em colunas separadas, sem se misturar.
 # O custo em parâmetros é o mesmo ($4d^2 + 4d$, as mesmas matrizes cortadas em fatias). Na tarefa dos
-# vizinhos, $H = 1$ ficou perto de 60 % e $H = 2$ a $8$ perto de 100 %. No extremo $H = d_{model}$, cada
-# cabeça tem $d_k = 1$: o score é o produto de dois números e a cabeça não consegue expressar padrões
-# como "a posição anterior" (posto baixo); a acurácia caiu de novo (~60 % com $H = 16$). Há um
+# vizinhos, $H = 1$ ficou abaixo de 80 % e $H = 2$ a $8$ perto de 100 % (o aluno deve citar os números
+# da sua execução). No extremo $H = d_{model}$, cada cabeça tem $d_k = 1$: o score é o produto de dois
+# números e a cabeça não consegue expressar padrões como "a posição anterior" (posto baixo); a
+# acurácia caiu de novo (abaixo de 80 % com $H = 16$). Há um
 # equilíbrio: cabeças suficientes para várias relações, largas o bastante para expressá-las.
 #
 # **Rubrica (2 pontos).**
@@ -534,7 +583,7 @@ heads_widget(SENTENCE, resultados, cfg)
 # partido em $H$ "posições", em vez de todos os $T$ tokens com as colunas $0 \ldots D_k-1$; tokens e
 # cabeças se misturam. Nenhum erro aparece porque o número de elementos é o mesmo e a forma final
 # é a esperada; o modelo treina porque as camadas seguintes se adaptam a qualquer permutação fixa,
-# mas a atenção passa a comparar pedaços de tokens errados (e uma máscara causal ou de padding deixa
+# mas a atenção passa a comparar pedaços de tokens errados (e uma máscara causal ou de *padding* deixa
 # de corresponder aos tokens). Pega o problema um teste de **valores**, não de formas: comparar com uma
 # referência (o `nn.MultiheadAttention` com os mesmos pesos, ou a separação feita com fatias), ou um
 # tensor rotulado como o da figura (x[t, d] = 10·t + d) e conferir que cada linha de cada cabeça vem de
@@ -558,9 +607,10 @@ heads_widget(SENTENCE, resultados, cfg)
 # - Separar: `view(B, T, H, Dk).transpose(1, 2)`; juntar: `transpose(1, 2).reshape(B, T, D)`. Um `view`
 #   sem `transpose` não dá erro e embaralha tokens e cabeças.
 # - Parâmetros: $4D^2 + 4D$, para qualquer $H$. Cabeças finas demais ($d_k = 1$) perdem expressividade.
-# - Com os pesos copiados, o nosso módulo é igual ao `nn.MultiheadAttention`, desde que as máscaras sejam
-#   traduzidas: no curso True = pode atender; no `attn_mask` booleano True = bloqueado; no
-#   `key_padding_mask` True = padding.
+# - Com os pesos copiados e sem *dropout* ativo (modo de avaliação ou `dropout=0`), o nosso módulo é
+#   igual ao `nn.MultiheadAttention`, desde que as máscaras sejam traduzidas: no curso True = pode
+#   atender; no `attn_mask` booleano True = bloqueado; no `key_padding_mask` True = *padding*. (Em modo
+#   de treino, o PyTorch devolve os pesos depois do *dropout*; o nosso módulo, os de antes.)
 #
 # ## Para ir além
 #
