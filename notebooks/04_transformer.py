@@ -12,12 +12,12 @@
 # ---
 
 # %% [markdown]
-# # Capítulo 4 — O bloco do *Transformer*: FFN, resíduos, LayerNorm, codificador e decodificador
+# # Capítulo 4 — O bloco do *Transformer*: FFN, conexões residuais, LayerNorm, codificador e decodificador
 #
 # **Objetivos.** Ao fim deste capítulo você vai saber:
 #
 # 1. escrever a rede *feed-forward* aplicada posição a posição (*position-wise feed-forward network*, FFN)
-#    e explicar por que $d_{ff} \gg d_{model}$ e por que GELU;
+#    e explicar por que $d_{ff} \gg d_{model}$, por que GELU e o que os modelos recentes usam no lugar;
 # 2. explicar o papel das conexões residuais (*residual connections*) e da normalização de camada
 #    (*layer normalization*, LayerNorm);
 # 3. montar a camada do codificador (*encoder layer*) nos dois arranjos, Post-LN (o artigo de 2017) e
@@ -80,14 +80,14 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device}")
 # as duas coisas:
 #
 # ```
-#            ┌───────────── resíduo ─────────────┐      ┌──────── resíduo ────────┐
+#            ┌───────── conexão residual ────────┐      ┌──── conexão residual ───┐
 #  x ──► LayerNorm ──► atenção (as posições   ──►(+)──► LayerNorm ──► FFN (cada ──►(+)──► saída
 #                      conversam entre si)                            posição sozinha)
 # ```
 #
 # (Esse é o arranjo Pre-LN; o de 2017 põe a LayerNorm depois do $+$ — seção 4.) Cada subcamada
 # (*sub-layer*) é envolvida pelo mesmo par: uma **conexão residual** e uma **LayerNorm**. Vamos
-# construir as peças uma a uma: a FFN, o resíduo com a LayerNorm, a camada do codificador, a do
+# construir as peças uma a uma: a FFN, a conexão residual com a LayerNorm, a camada do codificador, a do
 # decodificador e, no fim, a pilha inteira.
 
 # %% [markdown]
@@ -96,26 +96,41 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device}")
 # A FFN é um perceptron de duas camadas aplicado **a cada posição separadamente, com os mesmos
 # pesos** em todas as posições:
 #
-# $$\mathrm{FFN}(x) = W_2\,\mathrm{GELU}(W_1 x + b_1) + b_2,
-# \qquad W_1 \in \mathbb{R}^{d_{ff} \times d_{model}},\; W_2 \in \mathbb{R}^{d_{model} \times d_{ff}} .$$
+# $$\mathrm{FFN}(x) = \mathrm{GELU}(x W_1 + b_1)\, W_2 + b_2,
+# \qquad W_1 \in \mathbb{R}^{d_{model} \times d_{ff}},\; W_2 \in \mathbb{R}^{d_{ff} \times d_{model}} .$$
+#
+# Como no capítulo 3, $x$ é um vetor-**linha** (um *token*) e as matrizes multiplicam pela direita,
+# como no código (`x @ W`). O `nn.Linear` guarda a transposta: `linear1.weight` tem forma
+# $(d_{ff}, d_{model})$ e calcula `x @ weight.T + bias`.
 #
 # - **Por que $d_{ff} \gg d_{model}$?** O artigo original usa $d_{model} = 512$ e $d_{ff} = 2048$
 #   ($4\times$). A camada do meio, larga, é onde a rede tem espaço para combinações não lineares
 #   das características de cada *token*; e é ali que fica a maior parte dos parâmetros do modelo
-#   (a conta abaixo). Uma leitura útil (Geva et al., 2021): as linhas de $W_1$ funcionam como
-#   "chaves" que reconhecem padrões, e as colunas de $W_2$ como "valores" somados à saída quando o
-#   padrão aparece.
-# - **Por que uma ativação?** Sem ela, $W_2(W_1x + b_1) + b_2$ é uma única transformação linear:
+#   (a conta abaixo). Uma leitura útil (Geva et al., 2021): cada coluna de $W_1$ funciona como uma
+#   "chave" que reconhece um padrão em $x$, e a linha correspondente de $W_2$ como o "valor" somado à
+#   saída quando o padrão aparece.
+# - **Por que uma ativação?** Sem ela, $(xW_1 + b_1)W_2 + b_2$ é uma única transformação linear:
 #   as duas camadas não acrescentariam nada a uma.
-# - **Por que GELU?** O artigo de 2017 usa ReLU, $\max(0, x)$. BERT, GPT-2 e a maioria dos modelos
-#   posteriores usam a GELU (*Gaussian Error Linear Unit*, Hendrycks e Gimpel, 2016),
-#   $\mathrm{GELU}(x) = x\,\Phi(x)$, com $\Phi$ a função de distribuição da normal padrão: uma
-#   versão suave da ReLU, com derivada contínua e um pequeno vale negativo. Atenção: o padrão do
-#   `nn.TransformerEncoderLayer` é `activation="relu"`; neste curso pedimos `"gelu"`, a GELU exata
-#   (com a função erro), não a aproximação por tanh.
+# - **Por que GELU?** O artigo de 2017 usa ReLU, $\max(0, x)$. BERT e GPT-2 passaram à GELU
+#   (*Gaussian Error Linear Unit*, Hendrycks e Gimpel, 2016), $\mathrm{GELU}(x) = x\,\Phi(x)$, com
+#   $\Phi$ a função de distribuição da normal padrão: uma versão suave da ReLU, com derivada contínua
+#   e um pequeno vale negativo. Os dois usam, na verdade, a **aproximação por tanh**,
+#   $0{,}5\,x\,(1 + \tanh[\sqrt{2/\pi}\,(x + 0{,}044715\,x^3)])$, do próprio artigo da GELU.
+#   Neste curso pedimos a GELU **exata** (`F.gelu`, com a função erro), a do `activation="gelu"` do
+#   PyTorch, que é o gabarito da correção; por isso a verificação acusa a versão tanh — não porque
+#   ela seja errada (é a do BERT), mas porque difere do gabarito (a diferença máxima está na célula
+#   abaixo da figura). O padrão do `nn.TransformerEncoderLayer`, aliás, é `activation="relu"`.
+# - **E depois da GELU?** Muitos modelos recentes trocaram a FFN por uma variante com "porta"
+#   (*gated linear unit*, GLU; Shazeer, 2020): a SwiGLU,
+#   $\big(\mathrm{Swish}(xW_1) \odot xV\big)W_2$, com três matrizes em vez de duas, é a FFN do PaLM,
+#   do LLaMA e do Mistral. A GELU continua comum, mas não é mais "a" escolha dos modelos grandes.
 
 # %%
 plots.activation_figure()
+
+# %%
+z = torch.linspace(-6, 6, 2001)
+{"max |GELU exata - GELU tanh| em [-6, 6]": (F.gelu(z) - F.gelu(z, approximate="tanh")).abs().max().item()}
 
 # %% [markdown]
 # Quantos parâmetros ficam em cada subcamada, com as medidas do artigo ($D = 512$, $F = 2048$)?
@@ -129,17 +144,23 @@ ffn = (D * F_ + F_) + (F_ * D + D)  # linear1 e linear2 com vieses
 # %% [markdown]
 # Dois terços dos parâmetros de uma camada estão na FFN.
 #
-# **Dropout, uma vez só.** Quando há *dropout*, o PyTorch o aplica dentro da FFN **entre a
-# ativação e `linear2`**, e a camada aplica outro na saída de cada subcamada, antes da soma
-# residual. Um erro comum (está num dos textos que inspiraram este curso) é pôr um dropout também
-# no fim da FFN *e* outro na camada: a saída da FFN passa por dois sorteios seguidos.
+# ***Dropout*, uma vez por tensor.** Na camada do PyTorch, o *dropout* aparece em três lugares:
+# nos pesos de atenção (dentro da atenção), dentro da FFN **entre a ativação e `linear2`**, e na
+# saída de cada subcamada, antes da soma residual. Cada tensor passa por **um** sorteio. Um erro
+# comum (está num dos textos que inspiraram este curso) é pôr um *dropout* também no fim da FFN
+# *e* outro na camada: a saída da FFN passa por dois sorteios seguidos.
 #
 # ### Exercício 1 — `FeedForward` (2 pontos)
 #
 # Escreva `FeedForward(d_model, d_ff, dropout=0.0)`, um `nn.Module` com os atributos `linear1`
 # (`nn.Linear(d_model, d_ff)`) e `linear2` (`nn.Linear(d_ff, d_model)`) e GELU entre eles;
 # `forward(x)` recebe $(\ldots, D)$ — qualquer número de eixos antes do último — e devolve a
-# mesma forma. O dropout vai entre a GELU e `linear2`.
+# mesma forma.
+#
+# - a ativação é a GELU exata (`F.gelu` ou `nn.GELU()`, sem `approximate="tanh"`);
+# - o *dropout* vai entre a GELU e `linear2`, com `nn.Dropout(dropout)` (em modo de avaliação,
+#   `.eval()`, ele não age); não ponha outro no fim da FFN;
+# - float32 e float64, e o gradiente chega a todos os parâmetros.
 
 # %% nbgrader={"grade": false, "grade_id": "ffn", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class FeedForward(nn.Module):
@@ -169,7 +190,7 @@ class FeedForward(nn.Module):
 check_feed_forward(FeedForward)
 
 # %% nbgrader={"grade": true, "grade_id": "test_ffn_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-# Testes ocultos: rodam na correção (float64, gradientes, dropout em modo eval...).
+# Testes ocultos: rodam na correção (float64, gradientes, *dropout* em modo eval...).
 ### BEGIN HIDDEN TESTS
 check_feed_forward_hidden(FeedForward)
 ### END HIDDEN TESTS
@@ -177,7 +198,7 @@ check_feed_forward_hidden(FeedForward)
 # %% [markdown]
 # ## 3. Conexões residuais e LayerNorm
 #
-# **Resíduo.** Em vez de trocar $x$ pela saída da subcamada, somamos: $x \leftarrow x + f(x)$
+# **Conexão residual.** Em vez de trocar $x$ pela saída da subcamada, somamos: $x \leftarrow x + f(x)$
 # (He et al., 2016). A subcamada só precisa aprender uma **correção** de $x$, e o gradiente ganha
 # um caminho direto:
 #
@@ -185,7 +206,7 @@ check_feed_forward_hidden(FeedForward)
 #
 # O termo $I$ leva o gradiente da saída até a entrada sem passar por nenhum peso: mesmo que
 # $\partial f/\partial x$ seja pequeno em todas as camadas, o produto ao longo da pilha não some.
-# Numa pilha de 12 camadas sem resíduo, o gradiente atravessaria 24 subcamadas em série.
+# Numa pilha de 12 camadas sem conexões residuais, o gradiente atravessaria 24 subcamadas em série.
 #
 # **LayerNorm** (Ba, Kiros e Hinton, 2016). Para **cada posição**, normaliza o vetor de $D$
 # características para média 0 e variância 1 e aplica um ganho $\gamma$ e um viés $\beta$
@@ -225,12 +246,16 @@ a_mao = (x - mu) / torch.sqrt(var + ln.eps) * ln.weight + ln.bias
 #
 # Em Pre-LN, a soma residual **nunca** é normalizada dentro da pilha: o fluxo residual
 # (*residual stream*) $x$ passa de camada em camada só recebendo somas. Por isso modelos Pre-LN
-# têm uma LayerNorm **final**, depois da última camada. Em Post-LN, a saída de cada camada já sai normalizada.
+# **precisam** de uma LayerNorm **final**, depois da última camada. Em Post-LN, a saída de cada
+# camada já sai normalizada, e a LayerNorm final é opcional: o `nn.Transformer` do PyTorch põe uma
+# no fim do codificador e do decodificador nos dois arranjos, e o `TransformerEncoder` do pacote
+# (seção 7) também.
 #
 # ### Exercício 2 — `EncoderLayer` (4 pontos)
 #
 # Escreva `EncoderLayer(d_model, n_heads, d_ff, dropout=0.0, norm_first=True)` com os atributos
-# `self_attn` (a `MultiHeadAttention` do capítulo 3, já importada do pacote), `ffn`
+# `self_attn` (`MultiHeadAttention(d_model, n_heads, dropout)`, a do capítulo 3, já importada do
+# pacote: passe a ela o `dropout`, que ela aplica aos pesos de atenção), `ffn`
 # (`FeedForwardRef(d_model, d_ff, dropout)`), `norm1` e `norm2` (`nn.LayerNorm(d_model)`);
 # `forward(x, mask=None)` devolve `(x, weights)`, com `weights` $(B, H, T, T)$ os pesos da
 # autoatenção.
@@ -242,14 +267,19 @@ a_mao = (x - mu) / torch.sqrt(var + ln.eps) * ln.weight + ln.bias
 # - `norm_first=True` é Pre-LN; `False`, Post-LN. `norm1` acompanha a atenção, `norm2` a FFN.
 # - `mask` é booleana, **True = pode atender**, e vai como está para `self_attn` (que aceita
 #   $(T, T)$, $(B, T, T)$ ou $(B, 1, 1, T)$ / $(B, 1, T, T)$).
-# - Com dropout, aplique-o à saída de cada subcamada antes da soma residual (`nn.Dropout`).
+# - Com *dropout*, aplique-o também à saída de cada subcamada antes da soma residual
+#   (`nn.Dropout`, que não age em modo de avaliação).
+# - `d_model` não divisível por `n_heads` levanta `ValueError` (a `MultiHeadAttention` já faz isso).
+# - Use todo módulo que criar no `__init__` (a correção confere que todos os parâmetros recebem
+#   gradiente); float32 e float64; não use `nn.TransformerEncoderLayer`, `nn.MultiheadAttention`
+#   nem `F.multi_head_attention_forward` — eles são o gabarito.
 #
 # A correção copia os pesos de um `nn.TransformerEncoderLayer(..., activation="gelu",
 # batch_first=True, norm_first=...)` para a sua camada, pelos nomes acima, e compara as saídas.
 
 # %% nbgrader={"grade": false, "grade_id": "encoder_layer", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class EncoderLayer(nn.Module):
-    """Camada do codificador: autoatenção e FFN, cada uma com resíduo e LayerNorm."""
+    """Camada do codificador: autoatenção e FFN, cada uma com conexão residual e LayerNorm."""
 
     def __init__(self, d_model, n_heads, d_ff, dropout=0.0, norm_first=True):
         super().__init__()
@@ -333,11 +363,25 @@ resultados = ln_gradient_experiment(max_depth=12, n_seeds=n_seeds)
 plots.gradient_profile_figure(resultados, depth=12)
 
 # %% [markdown]
-# Com 12 camadas, o Post-LN tem gradientes maiores em todas as camadas, e o Pre-LN tem um
-# gradiente que diminui da entrada para a saída — o desequilíbrio entre camadas que Shleifer et al.
-# (2021) também observaram no Pre-LN. (O perfil camada a camada depende dos detalhes —
-# largura, comprimento, inicialização, dados — e o artigo mede o seu num modelo de tradução de
-# verdade; o que o teorema garante é a comparação na última camada, a próxima figura.)
+# Com 12 camadas, o Post-LN tem gradientes maiores que o Pre-LN em todas as camadas. Os perfis
+# camada a camada, porém, **não** são os do artigo. Na figura 3 de Xiong et al., também na
+# inicialização, o gradiente do Post-LN **cresce** da entrada para a saída, e o do Pre-LN fica
+# praticamente igual em todas as camadas. No nosso modelo pequeno, o do Post-LN **não** cresce em
+# direção à saída (cai um pouco), e o do Pre-LN **diminui** da entrada para a saída, a menos da
+# metade (os números estão na célula abaixo). O experimento do artigo é um modelo de tradução
+# de verdade; o nosso difere em quase tudo — largura ($d_{model} = 64$), comprimento, dados
+# aleatórios, alvos sorteados, inicialização, só o codificador — e não isolamos qual dessas
+# diferenças muda o perfil. O que o teorema afirma, e o que vale aqui também, é a comparação na
+# última camada (a próxima figura). Um perfil parecido com o nosso Pre-LN, com as camadas perto da
+# entrada recebendo gradientes maiores, foi medido por Shleifer et al. (2021, NormFormer) — mas
+# **durante o pré-treino**, não na inicialização.
+
+# %%
+print("norma do gradiente de W² em cada camada, da 1 (entrada) à 12 (saída):")
+for nf in (False, True):
+    print(f"{'Pre-LN' if nf else 'Post-LN':>8}:", " ".join(f"{v:.2f}" for v in resultados[(nf, 12)].tolist()))
+
+# %% [markdown]
 # Agora a camada perto da saída, para cada profundidade:
 
 # %%
@@ -346,13 +390,15 @@ plots.last_layer_gradient_figure(resultados)
 # %%
 ultima = {("Pre-LN" if nf else "Post-LN", L): round(resultados[(nf, L)][-1].item(), 3)
           for nf in (True, False) for L in (1, 4, 12)}
+ultima["Pre-LN: queda de L = 1 a L = 12"] = round(
+    (resultados[(True, 1)][-1] / resultados[(True, 12)][-1]).item(), 2)
+ultima["√12 (a queda de um limite 1/√L)"] = round(12**0.5, 2)
 ultima
 
 # %% [markdown]
 # Como o teorema prevê: no Post-LN o gradiente da última camada fica praticamente no mesmo
-# patamar de 1 a 12 camadas, e no Pre-LN ele cai com a profundidade (aqui, mais devagar que
-# $1/\sqrt{L}$ nas primeiras profundidades: o teorema dá limites de ordem de grandeza, não a
-# curva exata).
+# patamar de 1 a 12 camadas, e no Pre-LN ele cai com a profundidade (compare a queda medida com
+# $\sqrt{12}$: o teorema dá limites de ordem de grandeza, não a curva exata).
 # A causa, no Pre-LN, aparece se medirmos a norma de $x$ ao longo da pilha:
 
 # %%
@@ -389,13 +435,17 @@ ln_gradient_widget(resultados)
 #
 # O decodificador gera a saída (a tradução, por exemplo) uma posição por vez, olhando para o que
 # já gerou e para a frase de entrada inteira. Sua camada tem **três** subcamadas, cada uma com
-# resíduo e LayerNorm:
+# conexão residual e LayerNorm:
 #
 # 1. **autoatenção mascarada**: Q, K e V vêm do próprio decodificador, com a máscara causal
 #    (`tgt_mask`), para a posição $t$ não ver as posições futuras;
 # 2. **atenção cruzada**: Q vem do decodificador; K e V vêm da **memória** (*memory*), a saída do
 #    codificador, com a máscara de *padding* da fonte (`memory_mask`). É por ela que cada palavra
-#    gerada consulta a frase de entrada;
+#    gerada consulta a frase de entrada. (No `nn.TransformerDecoderLayer` do PyTorch, o *padding*
+#    da fonte vai em `memory_key_padding_mask`, $(B, S)$ com True = *padding*; lá, o `memory_mask` é
+#    outra coisa, uma máscara $(T, S)$ igual para todo o lote. Na nossa camada há uma máscara só,
+#    `memory_mask`, na convenção do curso e difundível para $(B, H, T, S)$: o *padding* da fonte
+#    entra como $(B, 1, 1, S)$.)
 # 3. **FFN**, como no codificador.
 #
 # | subcamada | Q | K e V | máscara | pesos |
@@ -418,8 +468,19 @@ ln_gradient_widget(resultados)
 # `self_attn`, `cross_attn` (duas `MultiHeadAttention`), `ffn` (`FeedForwardRef`), `norm1`, `norm2`,
 # `norm3`;
 # `forward(x, memory, tgt_mask=None, memory_mask=None)` devolve `(x, self_weights, cross_weights)`.
-# `x` é $(B, T, D)$ e `memory` $(B, S, D)$, com $T \ne S$ em geral. A correção compara com
-# `nn.TransformerDecoderLayer` (cuja atenção cruzada se chama `multihead_attn`).
+# `x` é $(B, T, D)$ e `memory` $(B, S, D)$, com $T \ne S$ em geral.
+#
+# - As duas atenções são `MultiHeadAttention(d_model, n_heads, dropout)` (passe o `dropout`);
+#   `norm_first` e o *dropout* na saída de cada subcamada seguem o exercício 2.
+# - `tgt_mask` vai como está para `self_attn` ($(T, T)$, $(B, T, T)$ ou $(B, 1, T, T)$) e
+#   `memory_mask` para `cross_attn` (por exemplo o *padding* da fonte, $(B, 1, 1, S)$); as duas são
+#   booleanas, True = pode atender.
+# - Os requisitos do exercício 2 valem aqui: `ValueError` vindo da atenção, todo módulo usado
+#   (o gradiente chega também a `memory`), float32 e float64, nada de `nn.TransformerDecoderLayer`,
+#   `nn.MultiheadAttention` ou `F.multi_head_attention_forward`.
+#
+# A correção compara com `nn.TransformerDecoderLayer` (cuja atenção cruzada se chama
+# `multihead_attn`).
 
 # %% nbgrader={"grade": false, "grade_id": "decoder_layer", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class DecoderLayer(nn.Module):
@@ -493,7 +554,8 @@ plots.decoder_attention_figure(w_self[0, 0], w_cross[0, 0], ["<início>", "the",
 # h_\ell = \mathrm{EncoderLayer}_\ell(h_{\ell-1}), \qquad \text{saída} = \mathrm{LN}(h_N) .$$
 #
 # `TransformerEncoder` (no pacote) faz isso, com o *dropout* aplicado **uma vez**, depois da soma
-# da posição. A máscara de *padding* é criada uma vez, com **uma** forma documentada,
+# da posição, e a LayerNorm final nos dois arranjos (como o `nn.Transformer`; no Post-LN ela só
+# acrescenta mais um ganho e um viés aprendidos). A máscara de *padding* é criada uma vez, com **uma** forma documentada,
 # $(B, 1, 1, T)$, e passada como está a todas as camadas — sem `unsqueeze` extra dentro da atenção,
 # que a transformaria num tensor de 5 eixos.
 #
@@ -533,23 +595,23 @@ with torch.no_grad():
 #
 # **Pergunta 1 (2 pontos).** Por que as conexões residuais tornam treináveis pilhas profundas como
 # as de 12 ou 24 camadas? Responda com a derivada de $x + f(x)$ e diga o que aconteceria com o
-# gradiente que chega à primeira camada se tirássemos os resíduos.
+# gradiente que chega à primeira camada se tirássemos as conexões residuais.
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "q_residual", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
 # **Resposta modelo.** A derivada de $x + f(x)$ em relação a $x$ é $I + \partial f/\partial x$. Na
 # retropropagação, o gradiente que chega à camada $\ell$ é o produto dessas matrizes ao longo das
 # camadas acima; expandindo o produto, há sempre o termo $I \cdot I \cdots I$: um caminho direto da
-# perda até qualquer camada, que não passa por nenhum peso e não encolhe. Sem resíduos, o gradiente
+# perda até qualquer camada, que não passa por nenhum peso e não encolhe. Sem conexões residuais, o gradiente
 # seria só o produto dos $\partial f_\ell/\partial x$ de 24 subcamadas (12 camadas × 2); se cada um
 # encolhe (ou estica) a norma por um fator, o produto cai (ou explode) exponencialmente com a
-# profundidade, e as primeiras camadas praticamente não aprendem. Além disso, com o resíduo cada
+# profundidade, e as primeiras camadas praticamente não aprendem. Além disso, com a conexão residual cada
 # subcamada parte de "não fazer nada" ($f \approx 0$ mantém $x$) e só precisa aprender correções.
 #
 # **Rubrica (2 pontos).**
 # - 1 ponto: a derivada $I + \partial f/\partial x$ e o caminho direto (identidade) do gradiente;
 #   meio ponto se só disser "o gradiente flui melhor" sem a derivada ou o caminho.
-# - 1 ponto: sem resíduo, produto de muitos jacobianos → gradiente que some/explode nas primeiras
+# - 1 ponto: sem conexão residual, produto de muitos jacobianos → gradiente que some/explode nas primeiras
 #   camadas (ligado à profundidade). Meio ponto se mencionar só "gradiente some" sem o produto.
 # ### END SOLUTION
 
@@ -585,8 +647,9 @@ with torch.no_grad():
 # %% [markdown] nbgrader={"grade": true, "grade_id": "q_preln", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
 # **Resposta modelo.** No Post-LN, o gradiente de $W^2$ da última camada fica no mesmo patamar para
-# 1 a 12 camadas (≈ 0,6–0,7 na nossa medida); no Pre-LN ele cai com a profundidade (≈ 0,6 com uma
-# camada, ≈ 0,24 com 12), como o limite do teorema de Xiong et al., $O(d\sqrt{\ln d / L})$, sugere. A figura do fluxo
+# 1 a 12 camadas (o maior e o menor diferem por menos de 40 %, o que os testes do curso conferem);
+# no Pre-LN ele cai com a profundidade (a 12 camadas, menos da metade do valor com uma), como o
+# limite do teorema de Xiong et al., $O(d\sqrt{\ln d / L})$, sugere. A figura do fluxo
 # residual mostra a causa: no Post-LN a norma de $x$ é renormalizada a cada subcamada (fica
 # constante), enquanto no Pre-LN as camadas só somam e a norma cresce com a profundidade; a
 # LayerNorm final divide o gradiente por essa norma, então cada camada recebe um gradiente menor.
@@ -609,14 +672,17 @@ with torch.no_grad():
 # ## Resumo
 #
 # - Uma camada do *Transformer* alterna **comunicação** (atenção) e **processamento por posição**
-#   (FFN); cada subcamada vem com resíduo e LayerNorm.
-# - FFN: $W_2\,\mathrm{GELU}(W_1x + b_1) + b_2$, com $d_{ff} = 4\,d_{model}$ tipicamente; cerca de
-#   dois terços dos parâmetros da camada. Dropout uma vez, entre a GELU e $W_2$.
-# - Resíduo: derivada $I + \partial f/\partial x$, um caminho direto para o gradiente. LayerNorm:
+#   (FFN); cada subcamada vem com conexão residual e LayerNorm.
+# - FFN: $\mathrm{GELU}(xW_1 + b_1)\,W_2 + b_2$, com $d_{ff} = 4\,d_{model}$ tipicamente; cerca de
+#   dois terços dos parâmetros da camada. Muitos modelos recentes usam a SwiGLU (Shazeer, 2020).
+#   *Dropout* uma vez por tensor: nos pesos de atenção, entre a GELU e $W_2$, e na saída de cada
+#   subcamada antes da soma residual.
+# - Conexão residual: derivada $I + \partial f/\partial x$, um caminho direto para o gradiente. LayerNorm:
 #   normaliza cada posição sobre as $D$ características.
 # - Post-LN: $\mathrm{LN}(x + f(x))$; Pre-LN: $x + f(\mathrm{LN}(x))$ e uma LayerNorm final. Na
 #   inicialização, o gradiente da última camada do Post-LN não encolhe com a profundidade e o do
-#   Pre-LN encolhe (Xiong et al., 2020): medimos as duas coisas.
+#   Pre-LN encolhe (Xiong et al., 2020): medimos as duas coisas. O perfil camada a camada do nosso
+#   modelo pequeno difere da figura 3 do artigo.
 # - Decodificador: autoatenção mascarada (Q, K, V do alvo), atenção cruzada (Q do alvo, K e V da
 #   memória; pesos $(B, H, T, S)$) e FFN.
 # - Nossas camadas, com os pesos de `nn.TransformerEncoderLayer`/`nn.TransformerDecoderLayer`
@@ -625,7 +691,7 @@ with torch.no_grad():
 #
 # ## Para ir além
 #
-# - A. Vaswani et al. (2017), *Attention Is All You Need*, NeurIPS — seções 3.1 (a pilha, resíduos e
+# - A. Vaswani et al. (2017), *Attention Is All You Need*, NeurIPS — seções 3.1 (a pilha, conexões residuais e
 #   LayerNorm), 3.3 (a FFN) e 5.3 (o *warm-up*).
 # - K. He, X. Zhang, S. Ren, J. Sun (2016), *Deep Residual Learning for Image Recognition*, CVPR.
 # - J. L. Ba, J. R. Kiros, G. E. Hinton (2016), *Layer Normalization*, arXiv:1607.06450.
@@ -637,7 +703,10 @@ with torch.no_grad():
 # - L. Liu et al. (2020), *Understanding the Difficulty of Training Transformers*, EMNLP — por que o
 #   Post-LN é instável e como treiná-lo (Admin).
 # - S. Shleifer, J. Weston, M. Ott (2021), *NormFormer: Improved Transformer Pretraining with Extra
-#   Normalization*, arXiv:2110.09456 — os desequilíbrios de gradiente do Pre-LN.
+#   Normalization*, arXiv:2110.09456 — os desequilíbrios de gradiente do Pre-LN, medidos durante o
+#   pré-treino.
+# - N. Shazeer (2020), *GLU Variants Improve Transformer*, arXiv:2002.05202 — a SwiGLU e as outras
+#   FFN com porta.
 # - M. Geva, R. Schuster, J. Berant, O. Levy (2021), *Transformer Feed-Forward Layers Are Key-Value
 #   Memories*, EMNLP.
 # - Documentação de `torch.nn.TransformerEncoderLayer` e `torch.nn.TransformerDecoderLayer`, os
