@@ -51,12 +51,29 @@ c.IgnorePattern.pattern = r"(Warning|warn\()"
 c.OverwriteCells.add_missing_cells = True
 c.LimitOutput.max_lines = 1000
 
+# Isolamento: na correção, cada entrega roda num kernel confinado pelo bubblewrap (sem ver source/,
+# solutions/, o gradebook nem as outras entregas; sem rede; limites de memória, processos, CPU e
+# arquivos). Sem bubblewrap, o kernel não inicia, a menos que TRANSFORMER_COURSE_UNCONFINED=1.
+# Veja transformer_course/sandbox.py e grading/README.md. É a lista padrão do nbgrader 0.9 com o
+# Execute trocado (o nbgrader fixa a classe do gerenciador de kernels no construtor do Execute).
+c.Autograde.autograde_preprocessors = [
+    "transformer_course.sandbox.SandboxedExecute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+
 # Devolutiva sem os testes ocultos (nbgrader #917) e com o traceback resumido.
 c.GenerateFeedback.preprocessors = [
     # O GetGrades do nbgrader, mais os pontos que esperam o professor (mostrados como "a corrigir").
     "transformer_course.preprocessors.GetGradesPending",
     "nbgrader.preprocessors.ClearHiddenTests",
     "transformer_course.grading.ShortTracebacks",
+    # Segunda camada: recusa a devolutiva com soluções ou testes ocultos (transformer_course/sandbox.py).
+    "transformer_course.sandbox.BlockInstructorMaterial",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 
