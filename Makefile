@@ -20,6 +20,7 @@ help:
 	@echo "make assignments  regenera source/, release/ e solutions/ a partir de notebooks/ [CHAPTER=02_atencao]"
 	@echo "make bench        tempos: execução de cada capítulo, correção, widgets"
 	@echo "make lint         ruff check + ruff format --check"
+	@echo "make book         o livro: site estático dos capítulos em build/book/ [EDITION=professor]"
 	@echo "make grade        corrige sua pasta $(WORKSPACE)/ com os testes ocultos (cópia temporária) [CHAPTER=02_atencao]"
 	@echo "make grade-class  corrige todas as entregas de grading/submitted/ (instrutor) [CHAPTER=02_atencao]"
 	@echo "make hub          JupyterHub local da turma (professor + alunos, exchange do nbgrader); veja hub/README.md"
@@ -79,3 +80,24 @@ grade-class: $(STAMP)
 hub: $(STAMP)
 	$(BIN)/python hub/preparar.py
 	$(BIN)/jupyterhub -f hub/jupyterhub_config.py
+
+# O livro: site estático em pt-BR dos capítulos já executados (build/book/$(EDITION)/_build/html).
+# Ambiente próprio (.venv-book: Jupyter Book 1 + Sphinx, book/requirements.txt) e MathJax do npm,
+# para o site funcionar offline; os notebooks rodam no kernel do curso (.venv). EDITION=professor
+# acrescenta soluções, rubricas e testes ocultos em blocos recolhidos.
+EDITION ?= aluno
+BOOK_VENV := .venv-book
+BOOK_STAMP := $(BOOK_VENV)/.instalado
+MATHJAX_VERSION := 3.2.2
+.PHONY: book book-env
+
+$(BOOK_STAMP): book/requirements.txt
+	test -x $(BOOK_VENV)/bin/python || $(PYTHON) -m venv $(BOOK_VENV)
+	$(BOOK_VENV)/bin/python -m pip install --quiet -r book/requirements.txt
+	npm install --prefix $(BOOK_VENV) --no-audit --no-fund --silent mathjax@$(MATHJAX_VERSION)
+	touch $@
+
+book-env: $(BOOK_STAMP)
+
+book: $(STAMP) $(BOOK_STAMP)
+	$(BIN)/python scripts/build_book.py --edition $(EDITION)
