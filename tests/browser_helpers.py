@@ -293,13 +293,17 @@ def save_notebook(page, timeout_ms: int = 30_000) -> None:
     page.wait_for_timeout(500)
 
 
+# A imagem de uma exploração: um ipywidgets.Image (``widgets/_view.py``) ou, em widgets antigos,
+# a figura dentro de um interactive_output.
+WIDGET_IMAGE = "img.widget-image, .widget-output img"
+
 FIND_WIDGET_JS = """
 () => {
-  // A saída de um interactive_output (classe widget-output) que já mostra uma imagem;
-  // os controles são os do mesmo bloco de saída da célula.
-  for (const out of document.querySelectorAll('.jp-OutputArea-output .widget-output')) {
-    if (!out.querySelector('img')) continue;
-    const area = out.closest('.jp-OutputArea-output');
+  // O bloco de saída da célula que tem controles e uma imagem de widget já com figura.
+  for (const img of document.querySelectorAll('.jp-OutputArea-output img.widget-image,'
+                                              + ' .jp-OutputArea-output .widget-output img')) {
+    if (!img.getAttribute('src')) continue;
+    const area = img.closest('.jp-OutputArea-output');
     area.setAttribute('data-curso-widget', '1');
     return true;
   }
@@ -309,8 +313,82 @@ FIND_WIDGET_JS = """
 
 
 def widget_image_src(area) -> str:
-    images = area.locator(".widget-output img")
+    images = area.locator(WIDGET_IMAGE)
     return images.first.get_attribute("src") or "" if images.count() else ""
+
+
+# Cronômetro dentro do navegador: do keydown (o aluno aperta a seta) até o src da imagem mudar,
+# conferido a cada quadro (requestAnimationFrame). A promessa fica em window.__cursoLatency e
+# resolve com os milissegundos, ou null.
+LATENCY_JS = """
+([area, selector, timeoutMs]) => { window.__cursoLatency = new Promise(resolve => {
+  const current = () => {
+    const img = area.querySelector(selector);
+    return img ? img.getAttribute('src') : null;
+  };
+  const before = current();
+  let t0 = null;
+  const onKey = () => { if (t0 === null) t0 = performance.now(); };
+  document.addEventListener('keydown', onKey, {capture: true, once: true});
+  const deadline = performance.now() + timeoutMs;
+  const tick = () => {
+    const now = performance.now();
+    if (t0 !== null && current() !== before) { resolve(now - t0); return; }
+    if (now > deadline) {
+      document.removeEventListener('keydown', onKey, {capture: true});
+      resolve(null);
+      return;
+    }
+    requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+}); }
+"""
+
+
+def slider_latencies(page, area, presses: int = 6, timeout_s: float = 20) -> list[float]:
+    """Aperta a seta para a direita ``presses`` vezes no primeiro deslizador do widget e devolve, em ms,
+    o tempo de cada toque até a imagem mudar (medido no navegador). Só mede; não afirma nada."""
+    handle = area.locator(".widget-slider .noUi-handle").first
+    if not area.locator(".widget-slider .noUi-handle").count():
+        return []
+    handle.scroll_into_view_if_needed()
+    handle.focus()
+    page.wait_for_timeout(1500)  # a pausa de quem olha a figura (o pré-cálculo termina)
+    samples = []
+    element = area.element_handle()
+    for _ in range(presses):
+        page.evaluate(LATENCY_JS, [element, WIDGET_IMAGE, timeout_s * 1000])
+        handle.focus()
+        page.keyboard.press("ArrowRight")
+        value = page.evaluate("() => window.__cursoLatency")
+        if value is None:
+            break  # fim do deslizador ou a imagem não mudou
+        samples.append(round(float(value), 1))
+        page.wait_for_timeout(800)
+    return samples
+
+
+def record_latency(path: Path, chapter: str, samples: list[float], note: str = "") -> dict:
+    """Acrescenta as latências de um capítulo ao JSON de ``path`` (mediana, p95, amostras, carga)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    ordered = sorted(samples)
+    entry = {
+        "amostras_ms": samples,
+        "mediana_ms": ordered[len(ordered) // 2] if ordered else None,
+        "p95_ms": ordered[min(len(ordered) - 1, -(-95 * len(ordered) // 100) - 1)] if ordered else None,
+        "carga": round(os.getloadavg()[0], 2),
+        "quando": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
+    if note:
+        entry["nota"] = note
+    data[chapter] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+    return entry
 
 
 def change_widget(page, area) -> str:

@@ -32,8 +32,10 @@ from browser_helpers import (
     drag_slider,
     error_outputs,
     make_test_workspace,
+    record_latency,
     run_all_and_wait,
     save_notebook,
+    slider_latencies,
     wait_for_notebook,
     widget_image_src,
 )
@@ -52,6 +54,8 @@ sync_api = pytest.importorskip(
 
 CHAPTERS = discover_chapters()
 SHOTS = ROOT / "artifacts" / "screenshots"
+# Deslizador -> imagem nova, medido no navegador (informativo: `make bench` o imprime; nada é afirmado).
+LATENCY_JSON = ROOT / "artifacts" / "bench" / "browser_latency.json"
 VIEWPORT = {"width": 1440, "height": 1000}
 MENUS_PT = ["Arquivo", "Editar", "Visualizar", "Executar", "Kernel", "Configurações", "Ajuda"]
 MAX_ERROR_LINES = 40  # linhas visíveis de um "não implementado", com o cabeçalho do traceback
@@ -217,6 +221,10 @@ def test_solucao_executa_e_widget_responde(page, lab, chapter):
     page.wait_for_timeout(300)
     shot(page, f"{chapter}_solucao_widget")
     assert changed, f"{chapter}: a figura do widget não mudou depois de: {'; '.join(actions)}"
+    try:  # só mede: uma falha da medida não reprova o capítulo
+        record_latency(LATENCY_JSON, chapter, slider_latencies(page, area))
+    except Exception as error:  # noqa: BLE001
+        record_latency(LATENCY_JSON, chapter, [], note=f"medida falhou: {error}"[:300])
 
 
 class Laps:

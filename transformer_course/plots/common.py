@@ -11,13 +11,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import seaborn as sns
 import torch
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
 __all__ = ["DIVERGING", "PALETTE", "SEQUENTIAL", "attention_heatmap", "to_numpy"]
 
-PALETTE = sns.color_palette("colorblind")
+# A paleta ``colorblind`` do seaborn, escrita aqui: importar o seaborn (e o pandas que ele puxa)
+# custa mais que o resto das figuras; ele só é importado quando um mapa de calor anotado é desenhado.
+PALETTE = [
+    to_rgb(c)
+    for c in (
+        "#0173b2", "#de8f05", "#029e73", "#d55e00", "#cc78bc",
+        "#ca9161", "#fbafe4", "#949494", "#ece133", "#56b4e9",
+    )
+]  # fmt: skip
 SEQUENTIAL = "viridis"
 DIVERGING = "RdBu_r"
 
@@ -35,6 +43,8 @@ def attention_heatmap(
     ax=None,
 ) -> Figure:
     """Mapa de calor de uma matriz de pesos (linhas = consultas, colunas = chaves)."""
+    import seaborn as sns
+
     if ax is None:
         size = (1.0 + 0.6 * len(key_labels), 0.8 + 0.5 * len(query_labels))
         fig = Figure(figsize=size, layout="constrained")

@@ -16,6 +16,7 @@ from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
 from .. import positional
 from ..plots import DIVERGING, SEQUENTIAL
+from ._view import PngRenderer, interactive_png
 
 __all__ = ["SCHEMES", "PositionalExplorer", "positional_widget"]
 
@@ -161,7 +162,6 @@ class PositionalExplorer:
 def positional_widget(seed: int = 0):
     """Lista de esquemas e controles de d_model e comprimento ligados a um :class:`PositionalExplorer`."""
     import ipywidgets as widgets
-    from IPython.display import display
 
     explorer = PositionalExplorer(seed=seed)
     scheme = widgets.Dropdown(options=list(SCHEMES), value="senoidal", description="esquema")
@@ -169,15 +169,18 @@ def positional_widget(seed: int = 0):
         value=64, min=8, max=512, step=8, description="d_model", continuous_update=False
     )
     length = widgets.IntSlider(
-        value=64, min=8, max=256, step=8, description="comprimento", continuous_update=False,
+        value=64,
+        min=8,
+        max=256,
+        step=8,
+        description="comprimento",
+        continuous_update=False,
         style={"description_width": "initial"},
     )
 
-    def show(scheme: str, d_model: int, length: int) -> None:
-        display(explorer.update(scheme, d_model, length))
-
-    output = widgets.interactive_output(show, {"scheme": scheme, "d_model": d_model, "length": length})
-    return widgets.VBox([widgets.HBox([scheme, d_model, length]), output])
+    renderer = PngRenderer(explorer.update)
+    image = interactive_png(renderer, {"scheme": scheme, "d_model": d_model, "length": length})
+    return widgets.VBox([widgets.HBox([scheme, d_model, length]), image])
 
 
 # Casos medidos por `make bench` (update + PNG): os quatro esquemas, tamanhos pequenos e grandes.
@@ -191,3 +194,6 @@ BENCH = [
         ],
     )
 ]
+
+# O widget inteiro, para `make bench` mover cada controle passo a passo (cache e pré-cálculo).
+BENCH_WIDGET = positional_widget

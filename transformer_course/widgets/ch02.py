@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from ..attention import attention_entropy, scaling_statistics
 from ..plots import PALETTE, SEQUENTIAL
+from ._view import PngRenderer, interactive_png
 
 __all__ = ["DK_OPTIONS", "DkExplorer", "dk_widget"]
 
@@ -84,7 +85,6 @@ class DkExplorer:
 def dk_widget(seq_len: int = 8, seed: int = 0):
     """Controle deslizante de d_k ligado a um :class:`DkExplorer`."""
     import ipywidgets as widgets
-    from IPython.display import display
 
     explorer = DkExplorer(seq_len=seq_len, seed=seed)
     slider = widgets.SelectionSlider(
@@ -95,12 +95,12 @@ def dk_widget(seq_len: int = 8, seed: int = 0):
         layout=widgets.Layout(width="420px"),
     )
 
-    def show(d_k: int) -> None:
-        display(explorer.update(d_k))
-
-    output = widgets.interactive_output(show, {"d_k": slider})
-    return widgets.VBox([slider, output])
+    image = interactive_png(PngRenderer(explorer.update), {"d_k": slider})
+    return widgets.VBox([slider, image])
 
 
 # Casos medidos por `make bench`: (fábrica, [argumentos de update]).
 BENCH = [(DkExplorer, [{"d_k": d_k} for d_k in DK_OPTIONS])]
+
+# O widget inteiro, para `make bench` mover cada controle passo a passo (cache e pré-cálculo).
+BENCH_WIDGET = dk_widget

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from ..multihead import SENTENCE, NeighborConfig, divisors, encode_words, train_neighbor_models
 from ..plots import SEQUENTIAL
+from ._view import PngRenderer, interactive_png
 
 __all__ = ["BENCH", "HeadsExplorer", "heads_widget"]
 
@@ -112,7 +113,6 @@ def heads_widget(
 ):
     """Controle deslizante do número de cabeças (divisores de d_model) ligado a um :class:`HeadsExplorer`."""
     import ipywidgets as widgets
-    from IPython.display import display
 
     explorer = HeadsExplorer(sentence, results, cfg)
     slider = widgets.SelectionSlider(
@@ -123,11 +123,11 @@ def heads_widget(
         layout=widgets.Layout(width="420px"),
     )
 
-    def show(n_heads: int) -> None:
-        display(explorer.update(n_heads))
-
-    output = widgets.interactive_output(show, {"n_heads": slider})
-    return widgets.VBox([slider, output])
+    image = interactive_png(PngRenderer(explorer.update), {"n_heads": slider})
+    return widgets.VBox([slider, image])
 
 
 BENCH = [(HeadsExplorer, [{"n_heads": h} for h in divisors(NeighborConfig().d_model)])]
+
+# O widget inteiro, para `make bench` mover cada controle passo a passo (cache e pré-cálculo).
+BENCH_WIDGET = heads_widget

@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 
 from ..layers import ln_gradient_experiment
 from ..plots.ch04 import LN_COLORS, LN_NAMES
+from ._view import PngRenderer, interactive_png
 
 __all__ = ["LNGradientExplorer", "ln_gradient_widget"]
 
@@ -22,8 +23,12 @@ class LNGradientExplorer:
     limites dos artistas da figura.
     """
 
-    def __init__(self, results: dict[tuple[bool, int], torch.Tensor] | None = None,
-                 max_depth: int = 12, n_seeds: int = 3):
+    def __init__(
+        self,
+        results: dict[tuple[bool, int], torch.Tensor] | None = None,
+        max_depth: int = 12,
+        n_seeds: int = 3,
+    ):
         self.results = results if results is not None else ln_gradient_experiment(max_depth, n_seeds)
         self.max_depth = max(d for _, d in self.results)
         top = max(v.max().item() for v in self.results.values()) * 1.1
@@ -32,8 +37,7 @@ class LNGradientExplorer:
         self.fig = Figure(figsize=(12, 3.9), layout="constrained")
         self.ax_bars, ax_last = self.fig.subplots(1, 2, width_ratios=[1.3, 1])
         self.bars = self.ax_bars.bar(depths, np.zeros(self.max_depth), 0.6)
-        (self.other,) = self.ax_bars.plot([], [], "_", ms=22, mew=2.5, color="gray",
-                                          label="o outro arranjo")
+        (self.other,) = self.ax_bars.plot([], [], "_", ms=22, mew=2.5, color="gray", label="o outro arranjo")
         self.ax_bars.set_ylim(0, top)
         self.ax_bars.set_xticks(depths)  # fixos; update só muda os limites
         self.ax_bars.set_xlabel("camada (1 = perto da entrada)")
@@ -84,20 +88,24 @@ class LNGradientExplorer:
 def ln_gradient_widget(results: dict[tuple[bool, int], torch.Tensor] | None = None):
     """Botões Pre-LN/Post-LN e controle de profundidade ligados a um :class:`LNGradientExplorer`."""
     import ipywidgets as widgets
-    from IPython.display import display
 
     explorer = LNGradientExplorer(results)
     mode = widgets.ToggleButtons(options=list(MODES), value="Pre-LN", description="arranjo")
-    depth = widgets.IntSlider(value=min(6, explorer.max_depth), min=1, max=explorer.max_depth,
-                              description="camadas", continuous_update=False,
-                              layout=widgets.Layout(width="420px"))
+    depth = widgets.IntSlider(
+        value=min(6, explorer.max_depth),
+        min=1,
+        max=explorer.max_depth,
+        description="camadas",
+        continuous_update=False,
+        layout=widgets.Layout(width="420px"),
+    )
 
-    def show(mode: str, depth: int) -> None:
-        display(explorer.update(mode, depth))
-
-    output = widgets.interactive_output(show, {"mode": mode, "depth": depth})
-    return widgets.VBox([widgets.HBox([mode, depth]), output])
+    image = interactive_png(PngRenderer(explorer.update), {"mode": mode, "depth": depth})
+    return widgets.VBox([widgets.HBox([mode, depth]), image])
 
 
 # Casos medidos por `make bench`: (fábrica, [argumentos de update]).
 BENCH = [(LNGradientExplorer, [{"mode": m, "depth": d} for m in MODES for d in (1, 6, 12)])]
+
+# O widget inteiro, para `make bench` mover cada controle passo a passo (cache e pré-cálculo).
+BENCH_WIDGET = ln_gradient_widget

@@ -11,6 +11,7 @@ from matplotlib.ticker import FuncFormatter, MultipleLocator
 
 from ..plots import PALETTE, SEQUENTIAL
 from ..plots.ch05 import MASK_CMAP, NAN_COLOR
+from ._view import PngRenderer, interactive_png
 
 __all__ = ["MaskExplorer", "mask_widget"]
 
@@ -60,6 +61,9 @@ class MaskExplorer:
         self.fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
         self.suptitle = self.fig.suptitle("")
         self.update(8, 2, True, "direita")
+        # Layout calculado uma vez e congelado: refazê-lo a cada movimento custava metade do desenho.
+        self.fig.draw_without_rendering()
+        self.fig.set_layout_engine("none")
 
     def masks(self, seq_len: int, n_pad: int, causal: bool, pad_side: str = "direita") -> np.ndarray:
         """A máscara combinada (T, T), booleana, para uma sequência com ``n_pad`` pads."""
@@ -117,7 +121,6 @@ class MaskExplorer:
 def mask_widget(max_len: int = MAX_LEN, seed: int = 0):
     """Controles de comprimento, padding, causal e lado do padding ligados a um :class:`MaskExplorer`."""
     import ipywidgets as widgets
-    from IPython.display import display
 
     explorer = MaskExplorer(max_len=max_len, seed=seed)
     style = {"description_width": "150px"}
@@ -137,15 +140,14 @@ def mask_widget(max_len: int = MAX_LEN, seed: int = 0):
 
     length.observe(follow_length, names="value")
 
-    def show(seq_len: int, n_pad: int, is_causal: bool, pad_side: str) -> None:
-        display(explorer.update(seq_len, n_pad, is_causal, pad_side))
-
-    output = widgets.interactive_output(
-        show, {"seq_len": length, "n_pad": pads, "is_causal": causal, "pad_side": side}
-    )
-    return widgets.VBox([widgets.HBox([length, pads]), widgets.HBox([causal, side]), output])
+    controls = {"seq_len": length, "n_pad": pads, "causal": causal, "pad_side": side}
+    image = interactive_png(PngRenderer(explorer.update), controls)
+    return widgets.VBox([widgets.HBox([length, pads]), widgets.HBox([causal, side]), image])
 
 
 # Casos medidos por `make bench`: (fábrica, [argumentos de update]).
 _CASES = [(t, p, c) for t in (6, 10) for p in (0, 2) for c in (False, True)]
 BENCH = [(MaskExplorer, [{"seq_len": t, "n_pad": p, "causal": c} for t, p, c in _CASES])]
+
+# O widget inteiro, para `make bench` mover cada controle passo a passo (cache e pré-cálculo).
+BENCH_WIDGET = mask_widget

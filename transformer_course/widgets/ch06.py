@@ -8,6 +8,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..plots import PALETTE
 from ..training import noam_lr
+from ._view import PngRenderer, interactive_png
 
 __all__ = ["D_MODEL_OPTIONS", "NoamExplorer", "noam_widget"]
 
@@ -73,7 +74,6 @@ class NoamExplorer:
 def noam_widget(n_steps: int = 20_000):
     """Controles de warmup_steps, d_model e factor ligados a um :class:`NoamExplorer`."""
     import ipywidgets as widgets
-    from IPython.display import display
 
     explorer = NoamExplorer(n_steps)
     style = {"description_width": "110px"}
@@ -107,11 +107,9 @@ def noam_widget(n_steps: int = 20_000):
         layout=layout,
     )
 
-    def show(warmup_steps: int, d_model: int, factor: float) -> None:
-        display(explorer.update(warmup_steps, d_model, factor))
-
-    output = widgets.interactive_output(show, {"warmup_steps": warmup, "d_model": d_model, "factor": factor})
-    return widgets.VBox([warmup, d_model, factor, output])
+    controls = {"warmup_steps": warmup, "d_model": d_model, "factor": factor}
+    image = interactive_png(PngRenderer(explorer.update), controls)
+    return widgets.VBox([warmup, d_model, factor, image])
 
 
 # Casos medidos por ``make bench`` (update + PNG, mediana).
@@ -124,3 +122,6 @@ BENCH = [
         ],
     )
 ]
+
+# O widget inteiro, para `make bench` mover cada controle passo a passo (cache e pré-cálculo).
+BENCH_WIDGET = noam_widget

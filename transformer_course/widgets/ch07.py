@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from ..generation import generate, next_token_distribution
 from ..plots import PALETTE
+from ._view import PngRenderer, interactive_png
 
 __all__ = ["GenerationExplorer", "generation_widget"]
 
@@ -49,9 +50,14 @@ class GenerationExplorer:
         if self.device.type == "cpu":
             torch.set_num_threads(1)
         try:
-            return self._update(temperature, top_k, prompt, seed)
+            fig = self._update(temperature, top_k, prompt, seed)
         finally:
             torch.set_num_threads(threads)
+        if fig.get_layout_engine() is not None:
+            # Layout calculado no primeiro desenho e congelado: refazê-lo a cada movimento custa caro.
+            fig.draw_without_rendering()
+            fig.set_layout_engine("none")
+        return fig
 
     def _update(self, temperature: float, top_k: int, prompt: str, seed: int) -> Figure:
         prompt = prompt or " "
@@ -79,12 +85,16 @@ class GenerationExplorer:
 def generation_widget(model, tokenizer, n_chars: int = 60):
     """Controles de temperatura, top-k, semente e prompt ligados a um :class:`GenerationExplorer`."""
     import ipywidgets as widgets
-    from IPython.display import display
 
     explorer = GenerationExplorer(model, tokenizer, n_chars=n_chars)
     controls = {
         "temperature": widgets.FloatSlider(
-            value=0.8, min=0.0, max=2.0, step=0.05, description="temperatura", continuous_update=False,
+            value=0.8,
+            min=0.0,
+            max=2.0,
+            step=0.05,
+            description="temperatura",
+            continuous_update=False,
             style={"description_width": "initial"},
         ),
         "top_k": widgets.IntSlider(
@@ -99,15 +109,12 @@ def generation_widget(model, tokenizer, n_chars: int = 60):
         "prompt": widgets.Text(value="A atenção ", description="prompt", continuous_update=False),
     }
 
-    def show(temperature, top_k, seed, prompt):
-        display(explorer.update(temperature, top_k, prompt, seed))
-
-    output = widgets.interactive_output(show, controls)
+    image = interactive_png(PngRenderer(explorer.update), controls)
     return widgets.VBox(
         [
             widgets.HBox([controls["temperature"], controls["top_k"]]),
             widgets.HBox([controls["seed"], controls["prompt"]]),
-            output,
+            image,
         ]
     )
 
@@ -134,3 +141,12 @@ BENCH = [
         ],
     )
 ]
+
+
+def _bench_widget():
+    """O widget inteiro, para `make bench` mover cada controle passo a passo (cache e pré-cálculo)."""
+    explorer = _bench_explorer()
+    return generation_widget(explorer.model, explorer.tokenizer)
+
+
+BENCH_WIDGET = _bench_widget
