@@ -32,6 +32,7 @@ from transformer_course.grading import (  # noqa: E402
     nbgrader_exe,
     read_results,
 )
+from transformer_course.sandbox import require_sandbox, withhold_leaky_feedback  # noqa: E402
 
 STUDENT = "aluno"
 IGNORE = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "devolutivas")
@@ -71,7 +72,10 @@ def grade(names: list[str], workspace: Path, feedback_dir: Path) -> int:
             todo.append(name)
 
     results = {}
+    withheld: dict[str, str] = {}
     started = time.perf_counter()
+    # Seu próprio notebook: sem bubblewrap, a correção roda sem isolamento (e avisa).
+    confined = require_sandbox(self_study=True) if todo else True
     if todo:
         print(
             f"Corrigindo {', '.join(todo)} com os testes visíveis e ocultos (nbgrader autograde)...",
@@ -92,6 +96,9 @@ def grade(names: list[str], workspace: Path, feedback_dir: Path) -> int:
                 return 1
             auto = nbgrader(course, "autograde", "*", "--create", "--force", f"--student={STUDENT}")
             nbgrader(course, "generate_feedback", "*", "--force", f"--student={STUDENT}")
+            for name in todo:
+                for reason in withhold_leaky_feedback(course, name, [STUDENT]).values():
+                    withheld[name] = reason
             from nbgrader.api import Gradebook
 
             with Gradebook(f"sqlite:///{course / 'grading' / 'gradebook.db'}") as gb:
@@ -145,7 +152,9 @@ def grade(names: list[str], workspace: Path, feedback_dir: Path) -> int:
             f"  automático: {fmt_points(got, most)}"
             + (f"; a corrigir: {fmt_points(None, manual_max)} em questões abertas" if manual_max else "")
         )
-        if (feedback_dir / f"{name}.html").exists():
+        if name in withheld:
+            print(wrap(f"devolutiva retida: {withheld[name]}", "  "))
+        elif (feedback_dir / f"{name}.html").exists():
             print(f"  devolutiva: {feedback_dir / f'{name}.html'}")
         print()
     print(
@@ -159,6 +168,12 @@ def grade(names: list[str], workspace: Path, feedback_dir: Path) -> int:
         + f". Tempo: {elapsed:.0f} s."
     )
     print("Seus arquivos não foram alterados: a correção rodou numa cópia temporária.")
+    if todo:
+        print(
+            "Isolamento: cada notebook rodou confinado (bubblewrap: sem rede, só a própria pasta)."
+            if confined
+            else "Isolamento: NÃO (sem bubblewrap); tudo bem para o seu próprio notebook."
+        )
     return 1 if problems and not results else 0
 
 
