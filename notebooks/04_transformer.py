@@ -111,10 +111,10 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device}")
 #   saída quando o padrão aparece.
 # - **Por que uma ativação?** Sem ela, $(xW_1 + b_1)W_2 + b_2$ é uma única transformação linear:
 #   as duas camadas não acrescentariam nada a uma.
-# - **Por que GELU?** O artigo de 2017 usa ReLU, $\max(0, x)$. BERT e GPT-2 passaram à GELU
-#   (*Gaussian Error Linear Unit*, Hendrycks e Gimpel, 2016), $\mathrm{GELU}(x) = x\,\Phi(x)$, com
+# - **Por que GELU?** O artigo de 2017 usa ReLU, $\max(0, x)$. O GPT (2018), o BERT e o GPT-2 usam a
+#   GELU (*Gaussian Error Linear Unit*, Hendrycks e Gimpel, 2016), $\mathrm{GELU}(x) = x\,\Phi(x)$, com
 #   $\Phi$ a função de distribuição da normal padrão: uma versão suave da ReLU, com derivada contínua
-#   e um pequeno vale negativo. Os dois usam, na verdade, a **aproximação por tanh**,
+#   e um pequeno vale negativo. Os três usam, na verdade, a **aproximação por tanh**,
 #   $0{,}5\,x\,(1 + \tanh[\sqrt{2/\pi}\,(x + 0{,}044715\,x^3)])$, do próprio artigo da GELU.
 #   Neste curso pedimos a GELU **exata** (`F.gelu`, com a função erro), a do `activation="gelu"` do
 #   PyTorch, que é o gabarito da correção; por isso a verificação acusa a versão tanh — não porque
@@ -554,9 +554,9 @@ plots.decoder_attention_figure(w_self[0, 0], w_cross[0, 0], ["<início>", "the",
 # h_\ell = \mathrm{EncoderLayer}_\ell(h_{\ell-1}), \qquad \text{saída} = \mathrm{LN}(h_N) .$$
 #
 # `TransformerEncoder` (no pacote) faz isso, com o *dropout* aplicado **uma vez**, depois da soma
-# da posição, e a LayerNorm final nos dois arranjos (como o `nn.Transformer`; no Post-LN ela só
-# acrescenta mais um ganho e um viés aprendidos). A máscara de *padding* é criada uma vez, com **uma** forma documentada,
-# $(B, 1, 1, T)$, e passada como está a todas as camadas — sem `unsqueeze` extra dentro da atenção,
+# da posição, e a LayerNorm final nos dois arranjos (como o `nn.Transformer`; no Post-LN ela
+# normaliza de novo uma saída já normalizada, e na inicialização quase não muda nada). A máscara
+# de *padding* é criada uma vez, com **uma** forma documentada, $(B, 1, 1, T)$, e passada como está a todas as camadas — sem `unsqueeze` extra dentro da atenção,
 # que a transformaria num tensor de 5 eixos.
 #
 # Para classificar uma sequência inteira (sentimento, tema...), fazemos a média dos vetores das
@@ -564,7 +564,7 @@ plots.decoder_attention_figure(w_self[0, 0], w_cross[0, 0], ["<início>", "the",
 # uma linear para as classes:
 #
 # $$\bar h = \frac{\sum_t m_t\, h_t}{\sum_t m_t},\quad m_t = 1 \text{ se o token } t \text{ é real}
-# ,\qquad \text{logits} = W\bar h + b .$$
+# ,\qquad \text{logits} = \bar h\, W + b .$$
 
 # %%
 modelo = TransformerClassifier(vocab_size=100, n_classes=3, d_model=32, n_heads=4, n_layers=2,

@@ -355,14 +355,16 @@ with torch.no_grad():
 
 # %% [markdown]
 # Sem converter, o `nn.MultiheadAttention` bloqueia os *tokens* **reais** e deixa só os `<pad>`; no
-# exemplo 1, que não tem `<pad>`, **toda** a linha fica bloqueada e a saída vira NaN. Repare também
+# exemplo 1, que não tem `<pad>`, **toda** a linha fica bloqueada e a saída vira NaN (com
+# `need_weights=True`, o padrão; a seção 5 volta a isso). Repare também
 # que `attn_mask` desse módulo não difunde: ele quer $(T_q, T_k)$ ou $(B \cdot H, T_q, T_k)$, por isso
 # o conversor precisa de `n_heads` e `q_len`.
 
 # %% [markdown]
 # ## 5. $-\infty$ ou $-10^9$? Linhas totalmente mascaradas
 #
-# Até aqui toda consulta tinha pelo menos uma chave permitida. Nem sempre é assim:
+# Até aqui, com as máscaras certas, toda consulta tinha pelo menos uma chave permitida. Nem sempre
+# é assim:
 #
 # - ***padding* à esquerda** (comum na geração em lote) com máscara causal: a consulta na posição 0
 #   é um `<pad>` e só pode ver a si mesma — que é `<pad>`. Linha inteira bloqueada;
@@ -452,9 +454,8 @@ plots.nan_heatmaps(
 )
 
 # %% [markdown]
-# **O NaN se espalha.** (Com a atenção do capítulo 2, que usa um softmax comum.) Um NaN numa linha
-# não fica lá: na camada seguinte, as outras posições
-# multiplicam os pesos pelos valores $V$, e $0 \times \mathrm{NaN} = \mathrm{NaN}$ — mesmo com peso
+# **O NaN se espalha.** Com a atenção do capítulo 2, que usa um softmax comum, um NaN numa linha
+# não fica lá: na camada seguinte, as outras posições multiplicam os pesos pelos valores $V$, e $0 \times \mathrm{NaN} = \mathrm{NaN}$ — mesmo com peso
 # zero, a posição contaminada envenena todas as outras. Duas camadas de atenção bastam:
 
 # %%
@@ -507,9 +508,10 @@ print("softmax(linha + min), máscara aditiva:", (linha16 + minimo).softmax(-1).
 # $-\infty$ (e o NaN volta). E a receita "use `torch.finfo(dtype).min`" numa máscara **aditiva**
 # tem duas faces: perto de $65504$ os números do float16 vêm de 32 em 32, então
 # $\text{score} + \text{min}$ transborda para $-\infty$ só quando o score é $\le -16$; para os
-# scores usuais, entre $-16$ e $16$, a soma arredonda **sempre** para $-65504$. As posições
-# bloqueadas ficam iguais, e uma linha toda bloqueada sai **uniforme**, como com $-10^9$ — o mesmo
-# vazamento. (O bfloat16 tem o alcance do float32, e $-10^9$ cabe nele.) A saída robusta, em
+# scores usuais, estritamente entre $-16$ e $16$, a soma arredonda **sempre** para $-65504$. As
+# posições bloqueadas ficam iguais, e uma linha toda bloqueada sai **uniforme**, como com $-10^9$ —
+# o mesmo vazamento. Preencher com `min` (`masked_fill`), em vez de somar, dá o mesmo numa linha
+# toda bloqueada. (O bfloat16 tem o alcance do float32, e $-10^9$ cabe nele.) A saída robusta, em
 # qualquer dtype: preencher com $-\infty$ e tratar explicitamente as linhas vazias.
 
 # %% [markdown]
@@ -522,8 +524,10 @@ print("softmax(linha + min), máscara aditiva:", (linha16 + minimo).softmax(-1).
 # - posições bloqueadas recebem peso **exatamente** 0 (não $10^{-40}$);
 # - uma linha sem nenhuma posição permitida sai **só com zeros**: nem NaN, nem uniforme (a
 #   convenção do `F.scaled_dot_product_attention`);
-# - funciona em float32 e float64, preserva a forma e o dispositivo, não modifica as entradas e
-#   deixa o gradiente passar (sem NaN);
+# - funciona em float32 e float64, preserva a forma, o dtype e o dispositivo, não modifica as
+#   entradas e deixa o gradiente passar (sem NaN);
+# - aguenta scores grandes (da ordem de centenas): se escrever o softmax à mão, subtraia o máximo
+#   da linha antes de `exp`;
 # - não use `F.scaled_dot_product_attention` (a correção verifica).
 #
 # Dica: `mask.any(dim=-1, keepdim=True)` diz quais linhas têm ao menos uma posição permitida.

@@ -79,7 +79,7 @@ def decoder_self_mask(token_ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     return padding_mask(token_ids, pad_id) & causal_mask(seq_len, token_ids.device)
 
 
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Softmax no último eixo com posições bloqueadas = 0 e linhas todas bloqueadas = 0 (nunca NaN).
 
     Nenhum NaN é criado nem no caminho de ida nem no gradiente: as linhas sem
