@@ -16,14 +16,16 @@
 #
 # **Objetivos.** Ao fim deste capítulo você vai saber:
 #
-# 1. mostrar, com números, que a autoatenção sem posição é *equivariante a permutações* — embaralhar
-#    as palavras só embaralha a saída;
+# 1. mostrar, com números, que a autoatenção sem posição e sem máscara é *equivariante a
+#    permutações* — embaralhar as palavras só embaralha a saída — e dizer por que um modelo causal
+#    escapa em parte disso;
 # 2. transformar *tokens* em vetores com uma tabela de *embeddings* e explicar o fator $\sqrt{d_\text{model}}$
-#    e o `padding_idx`;
+#    (junto com a inicialização da tabela) e o `padding_idx`;
 # 3. construir a codificação posicional (*positional encoding*) senoidal, dizer quais dimensões
 #    oscilam depressa e quais
 #    devagar, e provar que $PE(p+k)$ é uma rotação de $PE(p)$;
-# 4. implementar posições aprendidas, RoPE (rotação de pares) e ALiBi (viés linear nos scores), e
+# 4. implementar a codificação posicional aprendida, RoPE (rotação de pares) e ALiBi (viés linear
+#    nos scores), e
 #    comparar os quatro esquemas — inclusive no que a evidência diz sobre textos mais longos que os
 #    do treino.
 #
@@ -129,10 +131,21 @@ com_pos_a, com_pos_b = autoatencao(tabela[ids_a] + pe), autoatencao(tabela[ids_b
 torch.allclose(com_pos_b, com_pos_a[perm], atol=1e-6), (com_pos_a[1] - com_pos_b[4]).abs().max().item()
 
 # %% [markdown]
+# **Um limite deste argumento.** A equivariância vale para a autoatenção **sem máscara**, a de um
+# codificador (capítulo 4): ali, sem posição, o modelo vê um saco de palavras. Um modelo de
+# linguagem causal (capítulo 5) usa uma máscara que deixa a posição $i$ ver só os $i + 1$ primeiros
+# *tokens* — e a própria máscara já distingue as posições: a primeira só vê a si mesma, a
+# segunda vê duas... Haviv et al. (2022) treinaram modelos de linguagem causais **sem nenhuma**
+# codificação posicional e obtiveram perplexidades próximas às dos modelos com posição; sondas
+# treinadas sobre as camadas internas recuperaram a posição absoluta. Kazemnejad et al. (2023) foram
+# além: em tarefas sintéticas de raciocínio e aritmética, esses modelos generalizaram para sequências mais longas que as do treino melhor
+# que os com codificação explícita. A codificação posicional continua sendo o padrão, mas
+# "sem posição o *Transformer* não vê a ordem" é uma afirmação sobre a atenção sem máscara.
+#
 # Há duas famílias de solução, e este capítulo constrói as duas:
 #
 # - **somar a posição ao embedding**, antes da primeira camada: codificação senoidal (seção 3) e
-#   posições aprendidas (seção 4) — posição **absoluta**;
+#   codificação posicional aprendida (seção 4) — posição **absoluta**;
 # - **mexer nos scores de atenção**, em cada camada: RoPE gira $q$ e $k$ (seção 5), ALiBi soma um viés
 #   que depende da distância (seção 6) — posição **relativa**.
 
@@ -146,8 +159,8 @@ torch.allclose(com_pos_b, com_pos_a[perm], atol=1e-6), (com_pos_a[1] - com_pos_b
 # %%
 emb = nn.Embedding(6, 4)  # V = 6 tokens, D = 4
 ids = torch.tensor([2, 0, 2])
-um_quente = F.one_hot(ids, num_classes=6).float()  # (3,) -> (3, 6)
-torch.allclose(emb(ids), um_quente @ emb.weight), emb(ids).shape
+one_hot = F.one_hot(ids, num_classes=6).float()  # (3,) -> (3, 6)
+torch.allclose(emb(ids), one_hot @ emb.weight), emb(ids).shape
 
 # %% [markdown]
 # A tabela é um parâmetro: cada linha é treinada como qualquer peso. Duas decisões práticas:
@@ -163,12 +176,14 @@ emb_pad(lote).pow(2).sum().backward()
 emb_pad.weight[0].tolist(), emb_pad.weight.grad[0].tolist(), emb_pad.weight.grad[4].abs().sum().item() > 0
 
 # %% [markdown]
-# **O fator $\sqrt{d_\text{model}}$.** Vaswani et al. (2017, seção 3.4) multiplicam os embeddings por
-# $\sqrt{d_\text{model}}$ antes de somar a codificação posicional. A razão está na escala: no artigo, a
-# tabela de embeddings é **compartilhada** com a camada de saída (a que produz os *logits*), e matrizes
-# assim são inicializadas com desvio da ordem de $1/\sqrt{d}$. Um vetor com $D$ entradas de desvio
-# $1/\sqrt{D}$ tem norma $\approx 1$; a codificação senoidal tem norma $\sqrt{D/2}$ (cada par
-# $\sin^2 + \cos^2$ soma 1). Sem o fator, a posição dominaria o conteúdo.
+# **O fator $\sqrt{d_\text{model}}$.** Vaswani et al. (2017, seção 3.4) dizem apenas que multiplicam
+# os pesos da camada de embedding por $\sqrt{d_\text{model}}$, e que essa tabela é **compartilhada**
+# com a camada de saída (a que produz os *logits*). O artigo não explica o fator. A explicação a
+# seguir é a leitura deste curso, apoiada no código dos autores, o tensor2tensor: lá a tabela é
+# sorteada de $\mathcal{N}(0, 1/d_\text{model})$ — desvio $1/\sqrt{D}$, uma escala razoável para
+# uma matriz que também produz *logits*. Um vetor com $D$ entradas de desvio $1/\sqrt{D}$ tem norma
+# $\approx 1$, enquanto a codificação senoidal tem norma $\sqrt{D/2}$ (cada par $\sin^2 + \cos^2$
+# soma 1). Sem o fator, a posição dominaria o conteúdo; com ele, os dois ficam na mesma escala.
 #
 # O fator só faz sentido **junto com a inicialização**. O `nn.Embedding` do PyTorch sorteia
 # $\mathcal{N}(0, 1)$ — norma $\approx\sqrt{D}$ — e aí a multiplicação empurra a norma para $\approx D$.
@@ -178,21 +193,36 @@ emb_pad.weight[0].tolist(), emb_pad.weight.grad[0].tolist(), emb_pad.weight.grad
 D = 512
 norma_pe = ref.sinusoidal_encoding(128, D).norm(dim=-1).mean().item()
 padrao = torch.randn(2000, D, generator=seeded_generator(1))  # como o nn.Embedding: N(0, 1)
-pequena = padrao / math.sqrt(D)  # desvio 1/√D, como uma tabela compartilhada com a saída
+pequena = padrao / math.sqrt(D)  # desvio 1/√D, como no tensor2tensor
 normas = {
     "N(0, 1): padrão do nn.Embedding": padrao.norm(dim=-1).mean().item(),
     "N(0, 1) × √D": (padrao * math.sqrt(D)).norm(dim=-1).mean().item(),
     "N(0, 1/D)": pequena.norm(dim=-1).mean().item(),
-    "N(0, 1/D) × √D (o artigo)": (pequena * math.sqrt(D)).norm(dim=-1).mean().item(),
+    "N(0, 1/D) × √D (tensor2tensor, este curso)": (pequena * math.sqrt(D)).norm(dim=-1).mean().item(),
 }
 plots.embedding_scale_figure(normas, norma_pe, f"codificação senoidal: √(D/2) = {norma_pe:.0f}")
 
+# %%
+def br(x, casas=1):
+    """Número com vírgula decimal, como no texto."""
+    return f"{x:.{casas}f}".replace(".", ",")
+
+
+conteudo_curso = normas["N(0, 1/D) × √D (tensor2tensor, este curso)"]
+conteudo_padrao = normas["N(0, 1) × √D"]
+print(f"N(0, 1/D) × √D: conteúdo {br(conteudo_curso)} contra posição {br(norma_pe)} "
+      f"(razão {br(conteudo_curso / norma_pe, 2)}; a conta dá √D/√(D/2) = √2 ≈ 1,41)")
+print(f"N(0, 1) × √D:   conteúdo {br(conteudo_padrao, 0)} contra posição {br(norma_pe)} "
+      f"(razão {br(conteudo_padrao / norma_pe)}; a conta dá D/√(D/2) = √(2D) = 32)")
+
 # %% [markdown]
 # Com a tabela pequena ($\mathcal{N}(0, 1/D)$), o fator $\sqrt{D}$ põe conteúdo e posição na mesma
-# escala (≈ 22,6 contra 16). Com a tabela padrão do PyTorch, multiplicar deixa o conteúdo ≈ 30 vezes
-# maior que a posição. Não existe um número mágico: o que importa é a razão entre as duas escalas
-# (modelos como o GPT-2 nem usam o fator — inicializam as tabelas com desvio pequeno e deixam o treino
-# ajustar). Neste curso seguimos o artigo, porque é o que o exercício pede.
+# escala ($\sqrt{D}$ contra $\sqrt{D/2}$). Com a tabela padrão do PyTorch, multiplicar deixa o
+# conteúdo $\sqrt{2D} = 32$ vezes maior que a posição, e a posição quase some. Não existe um número
+# mágico: o que importa é a razão entre as duas escalas (o GPT-2, por exemplo, nem usa o fator —
+# inicializa as duas tabelas com desvio pequeno e deixa o treino ajustar). Neste curso seguimos o
+# tensor2tensor: tabela $\mathcal{N}(0, 1/D)$ **e** multiplicação por $\sqrt{D}$, e é o que o
+# exercício pede.
 #
 # ### Exercício 1 — `TokenEmbedding` (2 pontos)
 #
@@ -200,8 +230,14 @@ plots.embedding_scale_figure(normas, norma_pe, f"codificação senoidal: √(D/2
 #
 # - no `__init__`, crie o atributo `embedding`, um `nn.Embedding` com `vocab_size` linhas de largura
 #   `d_model`, que respeite `padding_idx`;
+# - sorteie a tabela de novo com média 0 e desvio $1/\sqrt{d_\text{model}}$:
+#   `nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model ** -0.5)`. O sorteio sobrescreve
+#   a linha do *padding*: se `padding_idx` não for `None`, zere essa linha de novo, dentro de
+#   `with torch.no_grad():`;
 # - `forward(token_ids)` recebe ids $(B, T)$ e devolve os embeddings $(B, T, D)$ multiplicados por
-#   $\sqrt{d_\text{model}}$.
+#   $\sqrt{d_\text{model}}$, ligados ao grafo de gradientes (nada de `.detach()`); a linha do
+#   *padding* não recebe gradiente (o `padding_idx` do `nn.Embedding` cuida disso);
+# - escreva a sua versão: as verificações ocultas recusam a do pacote (`ref.TokenEmbedding`).
 
 # %% nbgrader={"grade": false, "grade_id": "token_embedding", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class TokenEmbedding(nn.Module):
@@ -212,6 +248,10 @@ class TokenEmbedding(nn.Module):
         ### BEGIN SOLUTION
         self.d_model = d_model
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
+        nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model**-0.5)
+        if padding_idx is not None:
+            with torch.no_grad():
+                self.embedding.weight[padding_idx].zero_()
         ### END SOLUTION
 
     def forward(self, token_ids):
@@ -222,15 +262,17 @@ class TokenEmbedding(nn.Module):
 
 # %% [markdown]
 # Os testes comparam sua saída com a própria tabela do seu `nn.Embedding` indexada à mão
-# (`weight[ids] · √d_model`), com e sem `padding_idx`, em float32 e float64. Quando a resposta errada
-# coincide com um erro conhecido (sem o fator, fator $d_\text{model}$, `padding_idx` esquecido...),
-# a mensagem diz qual é.
+# (`weight[ids] · √d_model`), com e sem `padding_idx`, em float32 e float64, e medem a média e o
+# desvio de uma tabela recém-criada de 1000 × 64 (o desvio medido tem de ficar a menos de 10 % de
+# $1/\sqrt{64}$). Quando a resposta errada coincide com um erro conhecido (sem o fator, fator
+# $d_\text{model}$, a inicialização padrão, `padding_idx` esquecido...), a mensagem diz qual é.
 
 # %% nbgrader={"grade": true, "grade_id": "test_token_embedding", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 check_token_embedding(TokenEmbedding)
 
 # %% nbgrader={"grade": true, "grade_id": "test_token_embedding_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-# Testes ocultos: rodam na correção (outro padding_idx, gradiente da linha de padding, d_model ímpar).
+# Testes ocultos: rodam na correção (outro padding_idx, gradiente da linha de padding, d_model ímpar,
+# a inicialização de outra tabela).
 ### BEGIN HIDDEN TESTS
 check_token_embedding_hidden(TokenEmbedding)
 ### END HIDDEN TESTS
@@ -298,7 +340,8 @@ check_sinusoidal_encoding_hidden(sinusoidal_encoding)
 # %% [markdown]
 # Daqui em diante as demonstrações usam as versões do pacote, `ref.*` (`transformer_course.positional`),
 # para que o notebook rode mesmo antes de você terminar os exercícios. Quando os testes passam, as
-# suas e as do pacote dão o mesmo resultado.
+# suas e as do pacote dão o mesmo resultado. (Como resposta, elas não valem: as verificações
+# ocultas de cada exercício recusam a versão do pacote.)
 
 # %%
 plots.sinusoidal_figure(ref.sinusoidal_encoding(100, 64), dims=(0, 1, 10, 40))
@@ -351,7 +394,7 @@ plots.similarity_figure(
 # **E textos mais longos que os do treino?** Como a fórmula vale para qualquer $p$, Vaswani et al.
 # levantaram a hipótese de que a codificação senoidal permitiria ao modelo **extrapolar** para
 # sequências mais longas. Poder calcular $PE[p]$ não é o mesmo que o modelo saber usá-lo: Press,
-# Smith e Lewis (2021) mediram e, em modelagem de linguagem, a perplexidade dos modelos senoidais
+# Smith e Lewis (2022) mediram e, em modelagem de linguagem, a perplexidade dos modelos senoidais
 # **piora rapidamente** quando a sequência de teste passa do comprimento de treino $L$ (o mesmo vale,
 # em grau menor, para RoPE e para o viés relativo do T5). Na prática, a senoidal extrapola mal.
 # Voltaremos a isso com ALiBi, na seção 6.
@@ -366,7 +409,11 @@ plots.similarity_figure(
 #   `.double()` e o `state_dict`;
 # - `forward(x)` recebe $(B, T, D)$ e devolve `dropout(x + PE[:T])`, com o *dropout* aplicado **uma vez**,
 #   depois da soma (num modelo completo, não aplique outro dropout em seguida: seria dropout duas vezes);
-# - se $T$ for maior que `max_len`, levante `ValueError` com uma mensagem clara;
+# - `d_model` ímpar: `ValueError` já no construtor (se você usar a sua `sinusoidal_encoding`, ela
+#   faz isso por você);
+# - se $T$ for maior que `max_len`, levante `ValueError` com uma mensagem clara ($T$ = `max_len` vale);
+# - a saída tem o dtype de `x` e fica ligada ao grafo de gradientes de `x`; depois de
+#   `.to(torch.float64)` o módulo inteiro (o buffer junto) passa a float64;
 # - não modifique `x` no lugar (nada de `x += ...`).
 
 # %% nbgrader={"grade": false, "grade_id": "sinusoidal_module", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -399,20 +446,24 @@ check_sinusoidal_positional_encoding_hidden(SinusoidalPositionalEncoding)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# Com os dois módulos, a entrada de um *Transformer* fica assim (versões do pacote). Repare que o
-# dropout está só dentro da codificação posicional:
+# Com os dois módulos, a entrada de um *Transformer* fica assim (versões do pacote, com a tabela
+# $\mathcal{N}(0, 1/D)$ do exercício 1). Repare que o dropout está só dentro da codificação
+# posicional, e que conteúdo e posição chegam na mesma escala:
 
 # %%
-entrada = nn.Sequential(
-    ref.TokenEmbedding(len(vocab), 16, padding_idx=None),  # (B, T) -> (B, T, D)
-    ref.SinusoidalPositionalEncoding(16, max_len=64, dropout=0.1),  # (B, T, D) -> (B, T, D)
-).to(device)
-entrada(torch.stack([ids_a, ids_b])).shape  # (2, 5) -> (2, 5, 16)
+torch.manual_seed(0)
+tokens_emb = ref.TokenEmbedding(len(vocab), 64, padding_idx=None).to(device)  # (B, T) -> (B, T, D)
+posicao = ref.SinusoidalPositionalEncoding(64, max_len=64, dropout=0.1).to(device)  # (B, T, D) -> (B, T, D)
+entrada = nn.Sequential(tokens_emb, posicao)
+lote_frases = torch.stack([ids_a, ids_b])  # (2, 5)
+print("forma da entrada:", tuple(entrada(lote_frases).shape))  # (2, 5) -> (2, 5, 64)
+print(f"norma média do conteúdo: {br(tokens_emb(lote_frases).norm(dim=-1).mean().item())} (√D = 8); "
+      f"da posição: {br(posicao.pe[:5].norm(dim=-1).mean().item())} (√(D/2) = {br(math.sqrt(32))})")
 
 # %% [markdown]
-# ## 4. Posições aprendidas
+# ## 4. Codificação posicional aprendida
 #
-# A alternativa mais direta, as posições aprendidas (*learned positional embeddings*): uma segunda
+# A alternativa mais direta, a codificação posicional aprendida (*learned positional embedding*): uma segunda
 # tabela de embeddings, agora indexada pela **posição**, com
 # `max_len` linhas treinadas junto com o resto do modelo. É o que fazem o BERT (512 posições) e o
 # GPT-2 (1024 posições × 768 dimensões = 786 432 parâmetros só para isso). Vaswani et al. testaram as
@@ -431,8 +482,10 @@ entrada(torch.stack([ids_a, ids_b])).shape  # (2, 5) -> (2, 5, 16)
 # - `forward(x)` recebe $(B, T, D)$ e devolve `x + E[0], …, E[T-1]` (as linhas das posições
 #   $0 \ldots T-1$, difundidas sobre o lote);
 # - crie os índices das posições no mesmo dispositivo de `x` (`device=x.device`);
+# - nenhum outro parâmetro: o módulo tem `max_len` × `d_model` parâmetros no total, e o gradiente
+#   da saída chega às linhas das posições usadas (não use `.detach()`);
 # - $T$ maior que `max_len`: `ValueError` com mensagem em português (sem a verificação, o
-#   `nn.Embedding` levanta um `IndexError` pouco informativo).
+#   `nn.Embedding` levanta um `IndexError` pouco informativo); $T$ = `max_len` vale.
 
 # %% nbgrader={"grade": false, "grade_id": "learned_module", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class LearnedPositionalEmbedding(nn.Module):
@@ -483,15 +536,19 @@ sum(p.numel() for p in posicoes_aprendidas.parameters())  # max_len × d_model p
 # O *Rotary Position Embedding* (RoPE) age dentro de cada camada de atenção, depois das projeções
 # $W_Q$ e $W_K$; os valores $v$ não são girados.
 #
-# **A fórmula.** Agrupe as coordenadas em pares **intercalados** $(x_{2i}, x_{2i+1})$ e leia cada par
-# como um número complexo $z_i = x_{2i} + \mathrm{i}\,x_{2i+1}$. Na posição $m$:
+# **A fórmula.** RoPE age em cada cabeça separadamente (capítulo 3): $x$ é a consulta (ou a chave) de
+# uma cabeça, com $D_k$ coordenadas. Agrupe as coordenadas em pares **intercalados**
+# $(x_{2i}, x_{2i+1})$, $i = 0, \ldots, D_k/2 - 1$, e leia cada par como um número complexo
+# $z_i = x_{2i} + \mathrm{i}\,x_{2i+1}$. Na posição $m$:
 #
-# $$\text{RoPE}(x, m)_i = z_i\, e^{\mathrm{i}\, m\theta_i}, \qquad \theta_i = \text{base}^{-2i/D},
+# $$\text{RoPE}(x, m)_i = z_i\, e^{\mathrm{i}\, m\theta_i}, \qquad \theta_i = \text{base}^{-2i/D_k},
 # \quad \text{base} = 10000,$$
 #
 # ou, em coordenadas reais, $x'_{2i} = x_{2i}\cos m\theta_i - x_{2i+1}\sin m\theta_i$ e
 # $x'_{2i+1} = x_{2i}\sin m\theta_i + x_{2i+1}\cos m\theta_i$ (rotação no sentido anti-horário).
-# As frequências são as mesmas da senoidal: o par 0 gira 1 radiano por posição; o último, quase nada.
+# A escada de frequências tem a **forma** da senoidal, mas com a largura da cabeça $D_k$ no lugar de
+# $d_\text{model}$ (num modelo com $D = 512$ e 8 cabeças, $D_k = 64$: 32 frequências, as mesmas em
+# todas as cabeças). O par 0 gira 1 radiano por posição; o último, quase nada.
 #
 # **A propriedade-chave.** Para consultas na posição $m$ e chaves na posição $n$:
 #
@@ -506,13 +563,16 @@ sum(p.numel() for p in posicoes_aprendidas.parameters())  # max_len × d_model p
 # Escreva `apply_rope(x, positions=None, base=10000.0)`:
 #
 # - `x` tem forma $(\ldots, T, D)$ com $D$ par (qualquer número de eixos de lote: $(T, D)$,
-#   $(B, T, D)$, $(B, H, T, D)$);
+#   $(B, T, D)$, $(B, H, T, D)$); $D$ é a última dimensão de `x` — num modelo, a largura da
+#   cabeça $D_k$;
 # - gire cada par intercalado $(x_{2i}, x_{2i+1})$ pelo ângulo $p\,\theta_i$, com
 #   $\theta_i = \text{base}^{-2i/D}$;
 # - `positions` é `None` (posições $0 \ldots T-1$) ou um `LongTensor` 1-D com $T$ posições, não
 #   necessariamente em ordem (útil na geração, capítulo 7);
 # - calcule os ângulos no dtype de `x` (float64 entra, float64 sai, com precisão de float64) e no
 #   dispositivo de `x`; não modifique `x` no lugar;
+# - aceite `x` não contíguo (uma transposta, por exemplo: use fatiamento, `torch.stack` e `flatten`
+#   ou `reshape`, não `view`) e mantenha a saída ligada ao grafo de gradientes de `x`;
 # - $D$ ímpar, ou `positions` com comprimento diferente de $T$: `ValueError`.
 #
 # Dica: `x[..., 0::2]` e `x[..., 1::2]` separam os pares; `torch.stack((a, b), dim=-1).flatten(-2)`
@@ -595,9 +655,11 @@ plots.rope_figure({"par 0 (θ₀ = 1 rad)": girado[:, 0:2], "par 1 (θ₁ = 0,1 
 #
 # ### Duas convenções: pares intercalados e "rotate_half"
 #
-# Este curso segue o artigo: os pares são $(x_0, x_1), (x_2, x_3), \ldots$. Muito código no estilo do
-# LLaMA (e do GPT-NeoX) forma os pares de outro jeito, $(x_i, x_{i+D/2})$ — primeira metade com segunda
-# metade —, usando uma função `rotate_half`:
+# Este curso segue o artigo: os pares são $(x_0, x_1), (x_2, x_3), \ldots$ — a mesma convenção do
+# código de referência do LLaMA, publicado pela Meta, que lê cada par como um número complexo. O
+# GPT-NeoX e a implementação do LLaMA na biblioteca `transformers` do Hugging Face ("LLaMA no HF")
+# formam os pares de outro jeito, $(x_i, x_{i+D/2})$ — primeira metade com segunda metade —, usando
+# uma função `rotate_half`:
 #
 # ```python
 # def rotate_half(x):
@@ -619,14 +681,17 @@ diferentes, iguais
 
 # %% [markdown]
 # Como o produto escalar não muda quando $q$ e $k$ sofrem a **mesma** permutação, um modelo treinado
-# numa convenção pode ser usado na outra permutando as linhas de $W_Q$ e $W_K$ — é exatamente o que
-# os scripts de conversão de pesos do LLaMA fazem. Misturar as convenções sem essa permutação, por
-# outro lado, produz um modelo que parece funcionar e gera lixo.
+# numa convenção pode ser usado na outra permutando as coordenadas de $q$ e $k$ de cada cabeça. Na
+# convenção deste curso, $q = xW_Q$ com $W_Q \in \mathbb{R}^{D \times D}$: cada coordenada de $q$ é
+# uma **coluna** de $W_Q$, então a permutação age nas colunas de $W_Q$ e $W_K$ (dentro de cada
+# cabeça) — que são as **linhas** de `nn.Linear.weight`, guardado como (saída, entrada). É o que faz
+# o script que converte os pesos do LLaMA original para o Hugging Face. Misturar as convenções sem
+# essa permutação, por outro lado, produz um modelo que parece funcionar e gera lixo.
 
 # %% [markdown]
 # ## 6. ALiBi: um viés linear nos scores
 #
-# **Intuição.** Press, Smith e Lewis (2021) propõem o ALiBi (*Attention with Linear Biases*): não
+# **Intuição.** Press, Smith e Lewis (2022) propõem o ALiBi (*Attention with Linear Biases*): não
 # codificar posição nenhuma nos vetores. Em vez
 # disso, cada cabeça $h$ soma ao score de atenção uma penalidade proporcional à distância:
 #
@@ -639,14 +704,49 @@ diferentes, iguais
 #
 # Com $H = 8$: $1/2, 1/4, \ldots, 1/256$. A cabeça 1 quase só olha para a vizinhança; a cabeça 8 enxerga
 # longe. **Nenhum parâmetro** é treinado: o viés é fixo e vale para qualquer distância, de modo que não
-# existe `max_len`. (No artigo, o modelo é causal: só $j \le i$ importa, e $|i - j| = i - j$. A forma
-# simétrica que usamos serve também a codificadores. Para $H$ que não é potência de 2, o código oficial
-# intercala as sequências de duas potências de 2; aqui usamos a fórmula geométrica para todo $H$.)
+# existe `max_len`.
+#
+# **Quando $H$ não é potência de 2.** O artigo só treina modelos com $H$ potência de 2, e aí a
+# fórmula acima é exatamente a do código oficial (`get_slopes`). Para outros $H$, o código oficial
+# faz diferente: pega as $2^{\lfloor \log_2 H \rfloor}$ inclinações geométricas dessa potência de 2 e
+# completa com **uma sim, outra não** das inclinações da potência seguinte. É o que BLOOM usa. Este
+# curso usa a fórmula geométrica $2^{-8h/H}$ para **todo** $H$ (é o que o exercício pede e o que os
+# testes conferem); com $H = 12$, as duas receitas dão:
+
+# %%
+lado_a_lado = torch.stack([ref.alibi_slopes(12), ref.alibi_slopes_official(12)])  # (2, 12)
+print("h:                    ", "  ".join(f"{h:>6d}" for h in range(1, 13)))
+for nome, linha in zip(("curso, 2^(−8h/H):", "oficial (get_slopes):"), lado_a_lado):
+    print(f"{nome:<22}", "  ".join(br(m, 4) for m in linha.tolist()))
+mesma_cabeca = torch.isclose(lado_a_lado[0], lado_a_lado[1]).sum().item()
+em_comum = torch.isclose(lado_a_lado[0][:, None], lado_a_lado[1][None, :]).any(dim=1).sum().item()
+print(f"cabeças com a mesma inclinação: {mesma_cabeca}; valores presentes nas duas listas: {em_comum}")
+
+# %% [markdown]
+# As duas receitas cobrem alcances parecidos (a menor inclinação é $1/256$ nas duas), mas nenhuma
+# cabeça recebe a mesma inclinação, e só 4 valores aparecem nas duas listas: o oficial termina com
+# quatro valores intermediários da escada de 8 ($2^{-0{,}5}, 2^{-1{,}5}, \ldots$), fora de ordem. Um
+# modelo treinado com uma receita não funciona com a outra sem ajuste.
+#
+# **A forma simétrica.** No artigo o modelo é causal: só $j \le i$ importa, e $|i - j| = i - j$. A
+# forma simétrica $-m_h|i - j|$ que usamos aqui deixa aplicar o viés também num codificador, mas ela
+# não distingue "$k$ posições antes" de "$k$ posições depois": o viés não muda quando a sequência é
+# lida de trás para a frente. Sem máscara causal e sem outra informação de posição, o codificador
+# não distingue uma frase da mesma frase invertida: a saída da frase invertida é a saída original,
+# de trás para a frente. O viés, conferido:
+
+# %%
+vies = ref.alibi_bias(4, 6)  # (H, T, T)
+torch.equal(vies, vies.flip(-1).flip(-2))  # inverter consultas e chaves: o mesmo viés
+
+# %% [markdown]
+# (Com a máscara causal de um modelo de linguagem, a simetria some: só a metade $j \le i$ existe.)
 #
 # ### Exercício 6 — `alibi_slopes` (2 pontos)
 #
-# Escreva `alibi_slopes(n_heads)` que devolve as $H$ inclinações $m_1, \ldots, m_H$, forma $(H,)$,
-# em float32; `n_heads` não positivo: `ValueError`.
+# Escreva `alibi_slopes(n_heads)` que devolve as $H$ inclinações $m_h = 2^{-8h/H}$, $h = 1, \ldots, H$,
+# forma $(H,)$, em float32, pela fórmula geométrica para **todo** $H$ — inclusive quando $H$ não é
+# potência de 2 (os testes ocultos usam $H = 1$, 12 e 16); `n_heads` não positivo: `ValueError`.
 
 # %% nbgrader={"grade": false, "grade_id": "alibi_slopes", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def alibi_slopes(n_heads):
@@ -701,22 +801,33 @@ check_alibi_bias_hidden(alibi_bias)
 # a atenção da última consulta é $\text{softmax}(-m_h\,|i - j|)$.
 
 # %%
-plots.alibi_figure(ref.alibi_slopes(8), ref.alibi_bias(8, 32))
+vies_8 = ref.alibi_bias(8, 32)  # (H, T, T)
+print(f"cabeça 1, distância 31: {br(vies_8[0, 31, 0].item(), 2)}; "
+      f"cabeça 8, distância 31: {br(vies_8[7, 31, 0].item(), 4)}")
+plots.alibi_figure(ref.alibi_slopes(8), vies_8)
 
 # %% [markdown]
 # **Leitura da figura.** A cabeça 1 ($m = 1/2$) penaliza a distância com força: seu viés cai para
-# −15 na outra ponta, e sua atenção se concentra nas últimas poucas chaves. A cabeça 8
+# $-31/2 = -15{,}5$ na outra ponta, e sua atenção se concentra nas últimas poucas chaves. A cabeça 8
 # ($m = 1/256$) quase não penaliza: sua atenção fica perto de uniforme. O conteúdo ($q \cdot k$)
 # decide o resto, e cada cabeça tem um "alcance" diferente.
 #
 # **Extrapolação: o que o artigo mediu.** Treinando em sequências de comprimento $L$ e avaliando em
-# sequências maiores, Press et al. (2021) observaram que a perplexidade de modelos com codificação
+# sequências maiores, Press et al. (2022) observaram que a perplexidade de modelos com codificação
 # senoidal, RoPE e viés do T5 piora à medida que o teste passa de $L$, enquanto a do ALiBi se mantém.
 # O resultado principal: um modelo de 1,3 bilhão de parâmetros treinado com $L = 1024$ e avaliado em
 # 2048 *tokens* alcança a perplexidade de um modelo senoidal treinado diretamente em 2048, treinando
 # 11 % mais rápido. BLOOM e MPT, por exemplo, adotaram ALiBi. Desde então, a família RoPE ganhou
 # técnicas próprias para esticar o contexto (interpolação de posições, YaRN), que em geral exigem
 # algum ajuste fino.
+#
+# **Perplexidade estável não é contexto longo.** Chi et al. (2023) mediram quais *tokens* de fato
+# influenciam a previsão de um modelo com ALiBi (o "campo receptivo empírico", pelos gradientes) e
+# viram que ele fica dentro do comprimento de treino: o viés de recência faz o modelo ignorar o que
+# está longe, como se lesse por uma janela deslizante. A perplexidade não piora depois de $L$ porque
+# o modelo não tenta usar o que está além de $L$ — não porque use. Para tarefas que precisam de
+# informação distante (achar um dado no começo de um documento longo), extrapolar a perplexidade
+# não basta.
 
 # %% [markdown]
 # ## 7. Qual escolher?
@@ -726,11 +837,11 @@ plots.alibi_figure(ref.alibi_slopes(8), ref.alibi_bias(8, 32))
 # | parâmetros | 0 | `max_len` × D | 0 | 0 |
 # | tipo de posição | absoluta (o produto escalar depende só de $p - q$) | absoluta | relativa, no score | relativa, no score |
 # | onde age | soma ao embedding, uma vez | soma ao embedding, uma vez | gira $q$ e $k$ em cada camada | soma $-m_h\lvert i-j\rvert$ aos scores em cada camada |
-# | além do comprimento de treino | calcula-se, mas o modelo extrapola mal (Press et al., 2021) | impossível: não há linha | degrada sem ajuste; estende-se com interpolação | a melhor extrapolação medida por Press et al. |
+# | além do comprimento de treino | calcula-se, mas o modelo extrapola mal (Press et al., 2022) | impossível: não há linha | degrada sem ajuste; estende-se com interpolação | a perplexidade mais estável em Press et al., mas sem usar o contexto além de $L$ (Chi et al., 2023) |
 # | quem usa | *Transformer* original | BERT, GPT-2 | LLaMA, Mistral, GPT-NeoX | BLOOM, MPT |
 #
 # Regra prática hoje: RoPE é o padrão dos modelos de linguagem abertos; ALiBi quando extrapolar sem
-# ajuste é o requisito; posições aprendidas quando o comprimento é fixo e curto; a senoidal pela
+# ajuste é o requisito; a aprendida quando o comprimento é fixo e curto; a senoidal pela
 # simplicidade e pela história.
 
 # %% [markdown]
@@ -752,83 +863,112 @@ positional_widget()
 # %% [markdown]
 # ## 9. Perguntas abertas (corrigidas à mão)
 #
-# **Pergunta 1 (2 pontos).** O que exatamente dá errado num *Transformer* sem nenhuma informação de
-# posição? Use o experimento da seção 1 (as duas frases com "cachorro" e "homem") e diga por que somar
-# $PE$ resolve o problema. Dê um exemplo de tarefa em que o modelo sem posição falharia sempre.
+# **Pergunta 1 (2 pontos).** O que exatamente dá errado numa autoatenção **sem máscara** (a de um
+# codificador) e sem nenhuma informação de posição? Use o experimento da seção 1 (as duas frases com
+# "cachorro" e "homem") e diga por que somar $PE$ resolve o problema. Dê um exemplo de tarefa em que
+# esse codificador sem posição falharia sempre. O mesmo vale para um modelo de linguagem causal sem
+# codificação posicional?
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "q_sem_posicao", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
-# **Resposta modelo.** A autoatenção é equivariante a permutações: os scores $q_i\cdot k_j$ só dependem
-# do conteúdo, então permutar os tokens apenas permuta as linhas da saída. Na seção 1, "cachorro"
-# recebeu o mesmo vetor em "o cachorro mordeu o homem" e em "o homem mordeu o cachorro"
-# (diferença ≈ 1e-8, arredondamento): o modelo não distingue quem mordeu quem, e qualquer leitura
-# que dependa da ordem
-# (sujeito e objeto, negação em "não é bom" × "é bom, não?", a ordem dos dígitos de um número) fica
-# impossível. Somando $PE[p]$, a mesma palavra em posições diferentes vira vetores diferentes, a
-# simetria quebra (a comparação com a permutação deu `False`) e as camadas seguintes podem usar a
-# posição. Exemplo de falha certa: decidir se uma sequência está ordenada, ou somar dois números
-# escritos dígito a dígito — a resposta depende só da ordem, que o modelo não vê.
+# **Resposta modelo.** Sem máscara, a autoatenção é equivariante a permutações: os scores
+# $q_i\cdot k_j$ só dependem do conteúdo, então permutar os tokens apenas permuta as linhas da saída.
+# Na seção 1, "cachorro" recebeu o mesmo vetor em "o cachorro mordeu o homem" e em "o homem mordeu o
+# cachorro" (a diferença impressa é só arredondamento do float32): o modelo não distingue quem mordeu
+# quem. Somando $PE[p]$, a mesma palavra em posições diferentes vira
+# vetores diferentes, a simetria quebra (a comparação com a permutação deu `False`) e as camadas
+# seguintes podem usar a posição. Exemplo de falha certa: decidir se uma lista de números está em
+# ordem crescente — "1 2 3" e "3 2 1" têm os mesmos tokens, o codificador devolve os mesmos vetores
+# (só permutados), e um classificador que resuma a saída sem olhar a ordem (pela média, ou por um
+# token especial de classificação) responde igual às duas, embora as respostas certas sejam opostas. Num modelo de linguagem **causal** isso não vale: a
+# máscara deixa a posição $i$ ver só os $i + 1$ primeiros tokens, o que já distingue as posições, e
+# Haviv et al. (2022) mostraram que esses modelos aprendem a posição sem codificação nenhuma, com
+# perplexidade próxima à dos modelos com posição (Kazemnejad et al., 2023, viram até melhor
+# generalização para sequências longas em tarefas sintéticas).
 #
 # **Rubrica (2 pontos).**
 # - 1 ponto: explica a equivariância (saída apenas permutada, porque os scores só dependem do
 #   conteúdo), citando o experimento. "O modelo vira um saco de palavras" com justificativa vale 1.
-# - 1 ponto: explica por que somar a posição quebra a simetria e dá um exemplo de tarefa dependente
-#   da ordem. Meio ponto se só der o exemplo, sem o mecanismo.
+# - 1 ponto: explica por que somar a posição quebra a simetria (meio ponto) e dá um exemplo correto
+#   de tarefa que o codificador sem posição erra sempre, com a resposta dependendo da ordem dos
+#   mesmos tokens (meio ponto). Quem também disser que o modelo causal aprende a posição pela
+#   máscara está certo; quem afirmar que **todo** *Transformer* sem posição falha sempre, sem
+#   distinguir o caso causal, perde o meio ponto do exemplo.
 # ### END SOLUTION
 
 # %% [markdown]
 # **Pergunta 2 (2 pontos).** Você vai treinar um modelo de linguagem com trechos de 1024 *tokens*, mas
 # em produção ele precisará ler documentos de 4096. Compare, para esse caso, a codificação senoidal,
-# as posições aprendidas, RoPE e ALiBi. Qual você escolheria e por quê? Apoie-se no que foi medido
-# (e não no que "a fórmula permite").
+# a codificação posicional aprendida, RoPE e ALiBi. Qual você escolheria e por quê? Apoie-se no que
+# foi medido (e não no que "a fórmula permite").
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "q_textos_longos", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
-# **Resposta modelo.** Posições aprendidas estão fora: não existe linha para as posições 1024 a 4095
-# (o módulo levanta erro). A senoidal calcula $PE[p]$ para qualquer $p$, mas o modelo nunca viu essas
-# posições e Press et al. (2021) mediram que a perplexidade dos modelos senoidais piora logo depois
-# do comprimento de treino: calcular não é extrapolar. RoPE é relativa (o score depende de $m - n$),
-# mas distâncias maiores que 1024 geram ângulos nunca vistos nos pares lentos; sem ajuste também
-# degrada — com interpolação de posições e algum ajuste fino, estende bem. ALiBi foi desenhado para
-# isso: o viés $-m_h|i-j|$ vale para qualquer distância e, no artigo, um modelo treinado em 1024
-# avaliado em 2048 igualou um senoidal treinado em 2048. Sem orçamento para ajuste fino, eu escolheria
-# ALiBi; se o ecossistema (modelo pré-treinado) for RoPE, RoPE com interpolação de posições e um
-# ajuste fino curto em textos longos.
+# **Resposta modelo.** A codificação aprendida está fora: não existe linha para as posições 1024 a
+# 4095 (o módulo levanta erro). A senoidal calcula $PE[p]$ para qualquer $p$, mas o modelo nunca viu
+# essas posições e Press et al. (2022) mediram que a perplexidade dos modelos senoidais piora logo
+# depois do comprimento de treino: calcular não é extrapolar. RoPE é relativa (o score depende de
+# $m - n$), mas distâncias maiores que 1024 geram ângulos nunca vistos nos pares lentos; sem ajuste
+# também degrada — com interpolação de posições e algum ajuste fino, estende bem. ALiBi foi desenhado
+# para não degradar: o viés $-m_h|i-j|$ vale para qualquer distância e, no artigo, um modelo treinado
+# em 1024 avaliado em 2048 igualou a perplexidade de um senoidal treinado em 2048. Mas perplexidade
+# estável não prova que o modelo use o contexto além de 1024: Chi et al. (2023) mostraram que o
+# campo receptivo efetivo do ALiBi fica dentro do comprimento de treino — ele lê os 4096 *tokens*
+# como uma janela deslizante. Se basta não degradar (continuar um texto, com contexto local), eu
+# escolheria ALiBi, sem ajuste fino; se a tarefa precisa de informação de todo o documento, RoPE com
+# interpolação de posições e um ajuste fino curto em textos longos.
 #
 # **Rubrica (2 pontos).**
-# - 1 ponto: descarta as aprendidas pelo limite de `max_len` e explica que a senoidal extrapola mal
+# - 1 ponto: descarta a aprendida pelo limite de `max_len` e explica que a senoidal extrapola mal
 #   apesar de a fórmula valer para todo $p$ (citando a evidência). Meio ponto se afirmar que a
 #   senoidal "extrapola bem" mas acertar o resto.
 # - 1 ponto: compara RoPE e ALiBi com argumento sobre posição relativa/viés e uma escolha justificada
-#   (ALiBi, ou RoPE com interpolação/ajuste fino, ambas aceitas se justificadas).
+#   (ALiBi, ou RoPE com interpolação/ajuste fino, ambas aceitas se justificadas). Meio ponto se
+#   concluir que ALiBi "usa" os 4096 *tokens* de contexto só porque a perplexidade não piora.
 # ### END SOLUTION
 
 # %% [markdown]
 # ## Resumo
 #
-# - Sem posição, a autoatenção é equivariante a permutações: "o cachorro mordeu o homem" e "o homem
-#   mordeu o cachorro" dão a cada palavra o mesmo vetor.
+# - Sem posição e sem máscara, a autoatenção é equivariante a permutações: "o cachorro mordeu o
+#   homem" e "o homem mordeu o cachorro" dão a cada palavra o mesmo vetor. Com máscara causal, o
+#   modelo consegue inferir a posição (Haviv et al., 2022).
 # - Embedding é uma tabela $V \times D$; `padding_idx` mantém a linha do *padding* nula e sem gradiente;
 #   o fator $\sqrt{d_\text{model}}$ acerta a escala do conteúdo contra a da posição, e só faz sentido
-#   junto com a inicialização.
+#   junto com a inicialização $\mathcal{N}(0, 1/D)$ (a do tensor2tensor).
 # - Senoidal: $\sin/\cos(p\,\omega_i)$ com $\omega_i = 10000^{-2i/D}$; **o par 0 é o mais rápido**;
 #   valores em $[-1, 1]$; $PE[p+k] = M_k PE[p]$ (rotação); extrapola mal na prática.
 # - Aprendida: `max_len` × D parâmetros e um limite duro em `max_len`.
-# - RoPE: gira pares intercalados de $q$ e $k$ por $p\,\theta_i$; preserva normas; o score depende só
-#   de $m - n$. A convenção "rotate_half" forma pares $(x_i, x_{i+D/2})$: igual a menos de uma permutação.
-# - ALiBi: soma $-m_h|i-j|$ aos scores, $m_h = 2^{-8h/H}$; nenhum parâmetro; a melhor extrapolação
-#   medida por Press et al.
+# - RoPE: gira pares intercalados de $q$ e $k$ de cada cabeça por $p\,\theta_i$, com
+#   $\theta_i = \text{base}^{-2i/D_k}$; preserva normas; o score depende só de $m - n$. A convenção
+#   "rotate_half" (GPT-NeoX, LLaMA no HF) forma pares $(x_i, x_{i+D_k/2})$: igual a menos de uma
+#   permutação das colunas de $W_Q$ e $W_K$.
+# - ALiBi: soma $-m_h|i-j|$ aos scores, $m_h = 2^{-8h/H}$ (o código oficial difere quando $H$ não é
+#   potência de 2); nenhum parâmetro; a perplexidade mais estável além de $L$ medida por Press et al.,
+#   mas sem usar o contexto além de $L$ (Chi et al., 2023); a forma simétrica não distingue antes e
+#   depois.
 #
 # ## Para ir além
 #
 # - A. Vaswani et al. (2017), *Attention Is All You Need*, NeurIPS — seções 3.4 (embeddings e o fator
-#   $\sqrt{d_\text{model}}$) e 3.5 (codificação senoidal; tabela 3, linha E, compara com posições aprendidas).
+#   $\sqrt{d_\text{model}}$) e 3.5 (codificação senoidal; tabela 3, linha E, compara com a codificação aprendida).
 # - J. Su et al. (2021), *RoFormer: Enhanced Transformer with Rotary Position Embedding*, arXiv:2104.09864.
 # - O. Press, N. A. Smith, M. Lewis (2022), *Train Short, Test Long: Attention with Linear Biases Enables
 #   Input Length Extrapolation*, ICLR (arXiv:2108.12409, 2021).
 # - P. Shaw, J. Uszkoreit, A. Vaswani (2018), *Self-Attention with Relative Position Representations*, NAACL.
 # - J. Devlin et al. (2019), *BERT*, NAACL; A. Radford et al. (2019), *Language Models are Unsupervised
-#   Multitask Learners* (GPT-2) — posições aprendidas.
+#   Multitask Learners* (GPT-2) — codificação posicional aprendida.
+# - tensor2tensor, o código dos autores do *Transformer* (github.com/tensorflow/tensor2tensor): em
+#   `modalities.py`, a tabela de embeddings sorteada com desvio `hidden_size ** -0.5` e multiplicada
+#   por `hidden_size ** 0.5` na entrada.
+# - A. Haviv, O. Ram, O. Press, P. Izsak, O. Levy (2022), *Transformer Language Models without Positional
+#   Encodings Still Learn Positional Information*, Findings of EMNLP.
+# - A. Kazemnejad et al. (2023), *The Impact of Positional Encoding on Length Generalization in
+#   Transformers*, NeurIPS.
+# - T.-C. Chi, T.-H. Fan, A. I. Rudnicky, P. J. Ramadge (2023), *Dissecting Transformer Length
+#   Extrapolation via the Lens of Receptive Field Analysis*, ACL.
+# - H. Touvron et al. (2023), *LLaMA: Open and Efficient Foundation Language Models*, arXiv:2302.13971
+#   (RoPE com pares intercalados no código de referência).
 # - S. Chen et al. (2023), *Extending Context Window of Large Language Models via Positional
 #   Interpolation*, arXiv:2306.15595; B. Peng et al. (2023), *YaRN*, arXiv:2309.00071.
 #

@@ -148,9 +148,15 @@ def test_reference_sinusoidal_matches_loops():
 
 
 class TokenPow(nn.Module):
+    """Sorteio pela mão (randn · D^-1/2) e zero na linha do padding pelo fill_."""
+
     def __init__(self, vocab_size, d_model, padding_idx=None):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
+        with torch.no_grad():
+            self.embedding.weight.copy_(torch.randn(vocab_size, d_model) * d_model**-0.5)
+            if padding_idx is not None:
+                self.embedding.weight[padding_idx].fill_(0.0)
         self.scale = d_model**0.5
 
     def forward(self, token_ids):
@@ -163,6 +169,9 @@ class TokenFloat64Inside(nn.Module):
     def __init__(self, vocab_size, d_model, padding_idx=None):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx)
+        nn.init.normal_(self.embedding.weight, std=1 / math.sqrt(d_model))
+        if padding_idx is not None:
+            nn.init.zeros_(self.embedding.weight.data[padding_idx])
         self.d_model = d_model
 
     def forward(self, token_ids):
@@ -176,11 +185,16 @@ def test_token_correct_variants_pass(cls, check, capsys):
     _passes(check, cls, capsys)
 
 
-def make_token(scale="sqrt", keep_padding=True, attr="embedding"):
+def make_token(scale="sqrt", keep_padding=True, attr="embedding", std="right", rezero=True):
     class Token(nn.Module):
         def __init__(self, vocab_size, d_model, padding_idx=None):
             super().__init__()
             table = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx if keep_padding else None)
+            if std != "default":
+                nn.init.normal_(table.weight, std=d_model**-0.5 if std == "right" else 1.0 / d_model)
+                if rezero and keep_padding and padding_idx is not None:
+                    with torch.no_grad():
+                        table.weight[padding_idx].zero_()
             setattr(self, attr, table)
             self.factor = {"sqrt": math.sqrt(d_model), "none": 1.0, "d": float(d_model)}[scale]
 
@@ -197,11 +211,15 @@ def make_token(scale="sqrt", keep_padding=True, attr="embedding"):
         ({"scale": "d"}, "multiplicado por d_model em vez de √d_model"),
         ({"keep_padding": False}, "`padding_idx` ignorado"),
         ({"attr": "emb"}, "atributo `embedding`"),
+        ({"std": "default"}, "inicialização padrão do `nn.Embedding`, N\\(0, 1\\)"),
+        ({"std": "1/d"}, "o desvio saiu 1/d_model"),
+        ({"rezero": False}, "zere-a de novo"),
     ],
 )
-def test_token_mistakes_diagnosed(kwargs, words):
+@pytest.mark.parametrize("check", TOK_CHECKS)
+def test_token_mistakes_diagnosed(kwargs, words, check):
     with pytest.raises(AssertionError, match=words):
-        ch01.check_token_embedding(make_token(**kwargs))
+        check(make_token(**kwargs))
 
 
 def test_token_reference_matches_nn_embedding():
@@ -210,6 +228,8 @@ def test_token_reference_matches_nn_embedding():
     ids = torch.tensor([[1, 3, 10], [3, 0, 2]])
     torch.testing.assert_close(module(ids), module.embedding.weight[ids] * math.sqrt(6))
     assert bool((module(ids)[ids == 3] == 0).all())
+    big = ref.TokenEmbedding(2000, 64, padding_idx=0).embedding.weight.detach()[1:]
+    assert abs(big.std().item() - 64**-0.5) < 0.01 * 64**-0.5  # N(0, 1/D), como o tensor2tensor
 
 
 # ================================================================= SinusoidalPositionalEncoding

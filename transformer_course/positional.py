@@ -8,9 +8,10 @@ Quatro maneiras de dizer ao *Transformer* onde cada token está:
 - ALiBi (Press et al., 2021): soma aos scores de atenção um viés −m·|i − j|.
 
 Formas: B lote, T comprimento, D ``d_model``, H cabeças, V vocabulário.
-Convenção de RoPE deste curso: pares **intercalados** (x[2i], x[2i+1]); a convenção
-"rotate_half" (pares x[i], x[i + D/2], usada em código no estilo LLaMA) está em
-:func:`apply_rope_half` para comparação.
+Convenção de RoPE deste curso: pares **intercalados** (x[2i], x[2i+1]), como no artigo e no
+código de referência do LLaMA; a convenção "rotate_half" (pares x[i], x[i + D/2], a do
+GPT-NeoX e a do LLaMA no Hugging Face) está em :func:`apply_rope_half` para comparação.
+RoPE age por cabeça: o D destas funções é a largura da cabeça (Dk), não ``d_model``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "TokenEmbedding",
     "alibi_bias",
     "alibi_slopes",
+    "alibi_slopes_official",
     "apply_rope",
     "apply_rope_half",
     "cosine_similarity_matrix",
@@ -69,6 +71,10 @@ def sinusoidal_encoding(max_len: int, d_model: int) -> torch.Tensor:
 class TokenEmbedding(nn.Module):
     """Tabela de embeddings de tokens, multiplicada por √d_model (Vaswani et al., 2017, seção 3.4).
 
+    A tabela é sorteada com desvio 1/√d_model, como no tensor2tensor (o código dos autores):
+    depois da multiplicação cada vetor tem norma ≈ √d_model, a mesma escala da codificação
+    senoidal (norma √(d_model/2)). A linha do *padding* volta a zero depois do sorteio.
+
     Formas:
         token_ids: (B, T) inteiros em [0, V) -> (B, T, D)
     """
@@ -77,6 +83,10 @@ class TokenEmbedding(nn.Module):
         super().__init__()
         self.d_model = d_model
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
+        nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model**-0.5)
+        if padding_idx is not None:
+            with torch.no_grad():
+                self.embedding.weight[padding_idx].zero_()
 
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
         return self.embedding(token_ids) * math.sqrt(self.d_model)
@@ -132,7 +142,9 @@ def rope_frequencies(
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """θ_i = base^(−2i/d) para i = 0 … d/2 − 1 (a mesma escada de frequências da senoidal).
+    """θ_i = base^(−2i/d) para i = 0 … d/2 − 1.
+
+    A escada tem a forma da senoidal, mas ``d`` aqui é a largura da cabeça (Dk), não ``d_model``.
 
     Formas:
         devolve: (d/2,)
@@ -176,7 +188,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: flo
 def apply_rope_half(
     x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0
 ) -> torch.Tensor:
-    """RoPE na convenção "rotate_half" (código no estilo LLaMA/GPT-NeoX): pares (x[i], x[i + D/2]).
+    """RoPE na convenção "rotate_half" (GPT-NeoX, LLaMA no Hugging Face): pares (x[i], x[i + D/2]).
 
     Mesmas frequências e mesma propriedade relativa; só muda quais coordenadas formam cada par.
 
@@ -201,9 +213,9 @@ def interleaved_to_half(d: int) -> torch.Tensor:
 def alibi_slopes(n_heads: int) -> torch.Tensor:
     """Inclinações de ALiBi: m_h = 2^(−8h/H), h = 1 … H (sequência geométrica).
 
-    Para H potência de 2 é exatamente a receita do artigo; para outros H o código
-    oficial intercala inclinações de duas potências de 2 — aqui usamos a fórmula
-    geométrica para todo H, como no enunciado do curso.
+    Para H potência de 2 é exatamente a receita do artigo. Para outros H o código oficial
+    faz diferente (veja :func:`alibi_slopes_official`); este curso usa a fórmula geométrica
+    para todo H.
 
     Formas:
         devolve: (H,), no dtype padrão
@@ -211,6 +223,28 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     _check_positive(n_heads, "n_heads")
     h = torch.arange(1, n_heads + 1, dtype=torch.float64)
     return (2.0 ** (-8.0 * h / n_heads)).to(torch.get_default_dtype())
+
+
+def alibi_slopes_official(n_heads: int) -> torch.Tensor:
+    """As inclinações do código oficial de ALiBi (``get_slopes``, Press et al.), para comparação.
+
+    Para H potência de 2, igual a :func:`alibi_slopes`. Para outros H: as 2^⌊log₂ H⌋ inclinações
+    geométricas dessa potência de 2, seguidas de uma sim, outra não das inclinações da potência
+    seguinte (2·2^⌊log₂ H⌋), até completar H.
+
+    Formas:
+        devolve: (H,), no dtype padrão
+    """
+    _check_positive(n_heads, "n_heads")
+
+    def power_of_2(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
+
+    closest = 2 ** math.floor(math.log2(n_heads))
+    slopes = power_of_2(closest)
+    if closest < n_heads:
+        slopes += power_of_2(2 * closest)[0::2][: n_heads - closest]
+    return torch.tensor(slopes, dtype=torch.float64).to(torch.get_default_dtype())
 
 
 def alibi_bias(n_heads: int, seq_len: int) -> torch.Tensor:

@@ -5,6 +5,8 @@ Oráculos independentes do código do aluno:
 - senoidal: a fórmula escrita com laços e ``math.sin``/``math.cos`` em float64;
 - ``TokenEmbedding`` e ``LearnedPositionalEmbedding``: a própria tabela do ``nn.Embedding`` do
   aluno indexada à mão (``weight[ids]``), e o comportamento de ``padding_idx`` do ``nn.Embedding``;
+  a inicialização N(0, 1/d_model) do ``TokenEmbedding`` pela média e pelo desvio de uma tabela
+  grande (64 mil valores: o desvio medido erra menos de 1 % e a tolerância é de 10 %);
 - RoPE: cada par como número complexo, multiplicado por e^{i·p·θ} (``torch.polar``);
 - ALiBi: a fórmula com laços sobre as cabeças e as posições.
 
@@ -71,6 +73,12 @@ SIN_TOL = {"rtol": 1e-4, "atol": 1e-4}
 TOO_LONG = (
     "sequência mais longa que max_len não foi recusada com ValueError: compare o comprimento "
     "de x com max_len e levante `ValueError` com uma mensagem em português."
+)
+
+
+REZERO = (
+    "a tabela foi sorteada de novo depois de criada: o `nn.init.normal_` sobrescreve a linha do "
+    "padding — zere-a de novo, dentro de `with torch.no_grad():`."
 )
 
 
@@ -350,9 +358,52 @@ def _run_token(
             TOK,
             tried,
             "As posições de padding deveriam sair como vetores nulos.",
-            "`padding_idx` ignorado: a linha do padding precisa ser zero.",
+            REZERO if emb.padding_idx == padding_idx else "`padding_idx` ignorado.",
         )
     return module
+
+
+def _run_token_init(cls: Callable, vocab: int, d_model: int, padding_idx: int | None, seed: int) -> None:
+    """A tabela sorteada com desvio 1/√d_model (média 0) e a linha do padding nula."""
+    __tracebackhide__ = True
+    tried = f"{TOK}(vocab_size={vocab}, d_model={d_model}, padding_idx={padding_idx}): a tabela recém-criada"
+    module = _build(cls, TOK, tried, vocab, d_model, padding_idx=padding_idx, seed=seed)
+    emb = _embedding_attr(module, "embedding", TOK, tried, vocab, d_model)
+    table = emb.weight.detach().to(torch.float64)
+    if padding_idx is not None:
+        row = table[padding_idx]
+        expect(
+            bool((row == 0).all()),
+            TOK,
+            tried,
+            f"A linha {padding_idx} (a do padding) deveria começar em zero; "
+            f"tem norma {row.norm().item():.3g}.",
+            REZERO
+            if emb.padding_idx == padding_idx
+            else "`padding_idx` ignorado: passe-o para o `nn.Embedding`.",
+        )
+        keep = torch.ones(vocab, dtype=torch.bool)
+        keep[padding_idx] = False
+        table = table[keep]
+    target = d_model**-0.5
+    std, mean = table.std().item(), table.mean().item()
+    if abs(std - 1.0) < 0.1:
+        hint = (
+            "é a inicialização padrão do `nn.Embedding`, N(0, 1): sorteie a tabela de novo com "
+            "`nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model ** -0.5)`."
+        )
+    elif abs(std - 1.0 / d_model) < 0.1 / d_model:
+        hint = "o desvio saiu 1/d_model; o pedido é 1/√d_model (variância 1/d_model)."
+    else:
+        hint = "sorteie com `nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model ** -0.5)`."
+    expect(
+        0.9 * target < std < 1.1 * target and abs(mean) < 0.1 * target,
+        TOK,
+        tried,
+        f"A tabela deveria ser sorteada de N(0, 1/d_model): média 0 e desvio 1/√{d_model} = {target:.4f}; "
+        f"a sua tem média {mean:.4f} e desvio {std:.4f}.",
+        hint,
+    )
 
 
 def check_token_embedding(cls: Callable) -> None:
@@ -360,6 +411,8 @@ def check_token_embedding(cls: Callable) -> None:
     __tracebackhide__ = True
     n = 0
     _run_token(cls, 10, 4, None, (2, 3), seed=0, pass_padding=False)
+    n += 1
+    _run_token_init(cls, 1000, 64, 0, seed=6)
     n += 1
     _run_token(cls, 20, 16, 0, (2, 6), seed=1)
     n += 1
@@ -369,7 +422,7 @@ def check_token_embedding(cls: Callable) -> None:
 
 
 def check_token_embedding_hidden(cls: Callable) -> None:
-    """Testes ocultos: padding_idx ≠ 0, gradiente nulo na linha de padding, d_model ímpar."""
+    """Testes ocultos: padding_idx ≠ 0, gradiente nulo na linha de padding, d_model ímpar, inicialização."""
     __tracebackhide__ = True
     n = 0
     _not_reference(cls, reference.TokenEmbedding, TOK)
@@ -405,6 +458,8 @@ def check_token_embedding_hidden(cls: Callable) -> None:
     )
     n += 1
     _run_token(cls, 5, 2, None, (1, 1), seed=5)
+    n += 1
+    _run_token_init(cls, 500, 36, 499, seed=7)
     n += 1
     passed(TOK, n, "(testes ocultos)")
 
