@@ -56,8 +56,8 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device}")
 # (o passo $t$ espera o passo $t-1$); a frase inteira precisa caber num vetor de tamanho fixo;
 # e uma relação entre palavras distantes passa por muitos passos, diluindo-se no caminho.
 #
-# Em "A gata que a menina adotou **dormiu** no sofá", quem dormiu foi a gata — quatro palavras
-# antes do verbo. A atenção resolve isso de outro jeito: **cada posição olha diretamente para
+# Em "A gata que a menina adotou **dormiu** no sofá", quem dormiu foi a gata — cinco posições
+# antes do verbo, com quatro palavras no meio. A atenção resolve isso de outro jeito: **cada posição olha diretamente para
 # todas as outras** e decide quanto cada uma importa. O caminho entre quaisquer duas palavras
 # tem comprimento 1, e todas as posições são calculadas ao mesmo tempo.
 
@@ -98,8 +98,8 @@ resposta = pesos @ valores
 plots.soft_lookup_bars(nomes, pesos, "Consulta “tigre”: quanto cada chave pesa")
 
 # %% [markdown]
-# A resposta para "tigre" é uma mistura dominada pelo leão, com um pouco de gato. Nada quebrou por
-# a consulta não estar no dicionário: essa é a busca suave. Na atenção de um *Transformer*:
+# A resposta para "tigre" é uma mistura dominada pelo leão, com um pouco de gato. Nada quebrou, embora
+# a consulta não esteja no dicionário: essa é a busca suave. Na atenção de um *Transformer*:
 #
 # - **consulta** $q$ — o que uma posição procura ("quem fez a ação que eu descrevo?");
 # - **chave** $k$ — como cada posição se anuncia ("sou um substantivo animado");
@@ -137,8 +137,12 @@ plots.soft_lookup_bars(nomes, pesos, "Consulta “tigre”: quanto cada chave pe
 # - `Q` $(\ldots, T_q, D_k)$, `K` $(\ldots, T_k, D_k)$, `V` $(\ldots, T_k, D_v)$;
 # - `output` $(\ldots, T_q, D_v)$ e `weights` $(\ldots, T_q, T_k)$;
 # - `mask` booleana, True = pode atender, difundível (*broadcastable*) para $(\ldots, T_q, T_k)$;
-# - não modifique as entradas, preserve o dtype (float32 ou float64) e o dispositivo;
-# - não chame `F.scaled_dot_product_attention` (a correção verifica).
+# - não modifique as entradas, preserve o dtype (float32 ou float64) e o dispositivo; aceite
+#   tensores não contíguos (vistas transpostas) e 2-D, sem eixo de lote;
+# - a saída fica ligada ao grafo de gradientes de `Q`, `K` e `V` (nada de `.detach()`, `.numpy()`
+#   ou `.item()`);
+# - não chame `F.scaled_dot_product_attention` nem a versão do pacote (`attention_ref`): a correção
+#   verifica as duas coisas.
 #
 # Linhas totalmente mascaradas não são avaliadas aqui: o capítulo 5 trata delas.
 
@@ -201,8 +205,17 @@ output.shape, weights.shape, weights.sum(dim=-1)
 # \qquad \mathrm{Var}\!\left(\frac{q \cdot k}{\sqrt{d_k}}\right) = 1 .$$
 #
 # Dividir por $\sqrt{d_k}$ (o desvio padrão) devolve os scores à escala 1, qualquer que seja
-# $d_k$. Dividir por $d_k$ encolheria demais: a variância seria $1/d_k$ e o softmax ficaria
-# quase uniforme para $d_k$ grande.
+# $d_k$. Nessas mesmas hipóteses — $q$ e $k$ independentes, como no início do treino —, dividir por
+# $d_k$ encolheria demais: a variância seria $1/d_k$ e o softmax começaria quase uniforme para $d_k$
+# grande.
+#
+# **Depois do treino, a hipótese cai.** Uma consulta aprende a se alinhar com as chaves que procura;
+# se $q$ e $k$ apontam para o mesmo lado, $q \cdot k$ cresce como $d_k$, não como $\sqrt{d_k}$. É
+# esse o argumento da parametrização μP (Yang et al., 2022, *Tensor Programs V*), que divide os
+# scores por $d_k$ **de propósito**, junto com outras regras de inicialização e de taxa de
+# aprendizado, para que os hiperparâmetros achados num modelo estreito sirvam num largo. $\sqrt{d_k}$ é
+# a escolha do artigo original e da maioria das implementações, justificada pela conta do início do
+# treino; $d_k$ é uma escolha defensável com outra justificativa.
 #
 # **O gradiente.** Para $p = \mathrm{softmax}(s)$, $\;\partial p_i / \partial s_j = p_i(\delta_{ij} - p_j)$.
 # Se $p$ é quase um vetor *one-hot*, todo termo é quase 0: o gradiente que chega a $Q$ e $K$
@@ -226,8 +239,24 @@ plots.scaling_figure(d_ks, stats, n_keys=16)
 # **Leitura da figura.** À esquerda, os scores sem escala crescem como $\sqrt{d_k}$ (uma reta de
 # inclinação 1/2 no gráfico log-log), e os escalados ficam em 1. No meio, a entropia sem escala cai
 # em direção a 0 (a atenção escolhe uma única chave antes de ter aprendido qualquer coisa),
-# enquanto a escalada fica perto do máximo $\ln 16 \approx 2{,}77$. À direita, o gradiente que
-# atravessa o softmax sem escala encolhe com $d_k$: é o "softmax saturado" do artigo original.
+# enquanto a escalada fica **constante** em todo $d_k$ — abaixo do máximo $\ln 16$, porque scores de
+# variância 1 já dão preferências (para muitas chaves, a entropia de scores gaussianos de variância
+# $\sigma^2$ tende a $\ln n - \sigma^2/2$). À direita, o gradiente que atravessa o softmax sem escala
+# encolhe com $d_k$: é o "softmax saturado" do artigo original. Os números da entropia:
+
+# %%
+def br(x):
+    """Duas casas, com vírgula decimal."""
+    return f"{x:.2f}".replace(".", ",")
+
+
+print(f"máximo ln 16 = {br(math.log(16))}; ln 16 − 1/2 = {br(math.log(16) - 0.5)}")
+for nome, chave in (("com escala", "entropy_scaled"), ("sem escala", "entropy_raw")):
+    print(f"entropia {nome}, por d_k: " + "; ".join(f"{d_k}: {br(h)}" for d_k, h in zip(d_ks, stats[chave].tolist())))
+
+# %% [markdown]
+# A entropia escalada fica na mesma faixa para todo $d_k$, entre o valor-limite $\ln 16 - 1/2$ e o
+# máximo $\ln 16$; a sem escala despenca.
 #
 # Os mesmos números vistos de perto, para $d_k = 512$: 512 consultas, 16 chaves cada.
 
@@ -309,10 +338,13 @@ plots.attention_heatmap(pesos_frase, tokens, tokens, "Atenção com consultas es
 
 # %% [markdown]
 # Leia por linhas: "dormiu" divide a atenção entre "gata" e "sofá" (quem e onde); "adotou" olha
-# para "menina"; "que" olha para "gata". Os artigos perguntam com menos força: metade da atenção
-# vai ao substantivo, o resto se espalha. E "gata" não sabe se foi ela que adotou ou que dormiu:
-# com quatro características e uma única atenção, as duas ações são iguais para ela. Várias
-# cabeças, cada uma com as suas projeções, resolvem isso (capítulo 3).
+# para "menina"; "que" olha para "gata". As palavras "A" e "a" (artigos, na gramática) consultam
+# com menos força: metade da atenção vai ao substantivo, o resto se espalha. E "gata" divide a
+# atenção igualmente entre "adotou" e "dormiu": as chaves que escrevemos para os dois verbos são
+# **idênticas**, e nenhuma consulta — numa cabeça ou em dez — separa dois vetores iguais. Num
+# modelo treinado, a chave de cada palavra sai de uma projeção do seu embedding e da sua posição,
+# então "adotou" e "dormiu" já teriam chaves diferentes; várias cabeças (capítulo 3) deixam o modelo
+# comparar por vários critérios ao mesmo tempo.
 # Multiplicamos $Q$ por $\sqrt{d}$ só para anular a divisão e deixar os pesos nítidos — é o que as
 # projeções aprendidas fazem sozinhas quando precisam.
 #
@@ -338,23 +370,30 @@ dk_widget()
 # %% [markdown]
 # ## 8. Perguntas abertas (corrigidas à mão)
 #
-# **Pergunta 1 (2 pontos).** Explique, com a conta da variância, por que os scores são divididos por
-# $\sqrt{d_k}$ e não por $d_k$. O que aconteceria com o treino, no início, se $d_k = 512$ e não
-# houvesse divisão nenhuma? Cite o que você mediu neste capítulo.
+# **Pergunta 1 (2 pontos).** Explique, com a conta da variância, por que o artigo divide os scores
+# por $\sqrt{d_k}$. Em que hipótese essa conta vale, e o que mudaria se dividíssemos por $d_k$? O que
+# aconteceria com o treino, no início, se $d_k = 512$ e não houvesse divisão nenhuma? Cite o que você
+# mediu neste capítulo.
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "q_scaling", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
 # **Resposta modelo.** Com componentes independentes de média 0 e variância 1, $q\cdot k$ é uma soma
 # de $d_k$ termos de variância 1, logo tem variância $d_k$ e desvio $\sqrt{d_k}$. Dividir pelo
-# desvio, $\sqrt{d_k}$, devolve os scores à variância 1 para qualquer $d_k$; dividir por $d_k$ daria
-# variância $1/d_k$, e o softmax ficaria quase uniforme para $d_k$ grande (a atenção não
-# distinguiria nada). Sem divisão e com $d_k = 512$, o desvio dos scores é ≈ 22: o softmax satura
-# (um peso ≈ 1, entropia perto de 0, como na figura) e o jacobiano $p_i(\delta_{ij}-p_j)$ fica perto
-# de zero, então quase nenhum gradiente chega a $W_Q$ e $W_K$ e o aprendizado da atenção trava.
+# desvio, $\sqrt{d_k}$, devolve os scores à variância 1 para qualquer $d_k$. A hipótese é a
+# independência entre $q$ e $k$, que vale na inicialização; nela, dividir por $d_k$ daria variância
+# $1/d_k$ e o softmax começaria quase uniforme para $d_k$ grande. Depois do treino, $q$ e $k$ ficam
+# correlacionados e $q\cdot k$ pode crescer como $d_k$ — é por isso que a μP (Yang et al., 2022)
+# divide por $d_k$ de propósito. Sem divisão e com $d_k = 512$, o desvio dos scores é
+# $\sqrt{512} \approx 22{,}6$: o softmax satura (um peso perto de 1 e entropia perto de 0, como na
+# figura e na medida de perto) e o jacobiano $p_i(\delta_{ij}-p_j)$ fica perto de zero, então quase
+# nenhum gradiente chega a $W_Q$ e $W_K$ e o aprendizado da atenção trava.
 #
 # **Rubrica (2 pontos).**
-# - 1 ponto: deriva (ou cita corretamente) $\mathrm{Var}(q\cdot k) = d_k$ e conclui que $\sqrt{d_k}$
-#   normaliza para variância 1; meio ponto se só disser "para ficar estável" sem a conta.
+# - 1 ponto: deriva (ou cita corretamente) $\mathrm{Var}(q\cdot k) = d_k$ sob independência e conclui
+#   que $\sqrt{d_k}$ normaliza para variância 1; meio ponto se só disser "para ficar estável" sem a
+#   conta. Sobre $d_k$: vale tanto "daria pesos quase uniformes no início" quanto "a μP divide por
+#   $d_k$ porque, treinados, $q$ e $k$ ficam alinhados" — não desconte quem defender $d_k$ com esse
+#   argumento.
 # - 1 ponto: liga a saturação do softmax a gradientes pequenos (ou entropia ≈ 0) usando um número
 #   medido no capítulo; meio ponto se mencionar saturação sem a consequência para o gradiente.
 # ### END SOLUTION
@@ -372,7 +411,7 @@ dk_widget()
 # ($q_i \cdot k_j$), não de onde estão; a soma ponderada não tem ordem. Logo "o cachorro mordeu o
 # homem" e "o homem mordeu o cachorro" dão a cada palavra exatamente o mesmo vetor de saída,
 # embora signifiquem coisas opostas. O capítulo 1 injeta posição: somando uma codificação posicional
-# (senoidal ou aprendida) aos *embeddings*, ou agindo nos próprios scores (RoPE gira $q$ e $k$ conforme
+# (senoidal ou aprendida) aos embeddings, ou agindo nos próprios scores (RoPE gira $q$ e $k$ conforme
 # a posição; ALiBi soma um viés que depende da distância).
 #
 # **Rubrica (2 pontos).**
@@ -391,7 +430,8 @@ dk_widget()
 #   número de eixos de lote.
 # - A máscara booleana (True = pode atender) vira $-\infty$ antes do softmax: peso exatamente 0.
 # - Sem a divisão por $\sqrt{d_k}$, a variância dos scores cresce como $d_k$, o softmax satura, a
-#   entropia cai a 0 e o gradiente desaparece — medimos os três.
+#   entropia cai a 0 e o gradiente desaparece — medimos os três. A conta supõe $q$ e $k$
+#   independentes (o início do treino); a μP divide por $d_k$ porque, treinados, eles se alinham.
 # - A entropia $-\sum p \log p$ resume quão concentrada está a atenção de uma consulta.
 #
 # ## Para ir além
@@ -400,6 +440,8 @@ dk_widget()
 #   conta da variância).
 # - D. Bahdanau, K. Cho, Y. Bengio (2015), *Neural Machine Translation by Jointly Learning to Align and
 #   Translate*, ICLR — a atenção aditiva, antes do *Transformer*.
+# - G. Yang et al. (2022), *Tensor Programs V: Tuning Large Neural Networks via Zero-Shot Hyperparameter
+#   Transfer*, arXiv:2203.03466 — a μP, com scores divididos por $d_k$.
 # - M.-T. Luong, H. Pham, C. D. Manning (2015), *Effective Approaches to Attention-based Neural Machine
 #   Translation*, EMNLP — atenção multiplicativa (produto escalar).
 # - Documentação de `torch.nn.functional.scaled_dot_product_attention`, o oráculo da correção.
