@@ -22,7 +22,7 @@ help:
 	@echo "make lint         ruff check + ruff format --check"
 	@echo "make book         o livro: site estático dos capítulos em build/book/ [EDITION=professor]"
 	@echo "make grade        corrige sua pasta $(WORKSPACE)/ com os testes ocultos (cópia temporária) [CHAPTER=02_atencao]"
-	@echo "make grade-class  corrige todas as entregas de grading/submitted/ (instrutor) [CHAPTER=02_atencao]"
+	@echo "make grade-class  corrige todas as entregas de grading/submitted/ no Dask (instrutor) [CHAPTER=02_atencao SCHEDULER=tcp://HOST:8786 DB=postgresql://...]"
 	@echo "make hub          JupyterHub local da turma (professor + alunos, exchange do nbgrader); veja hub/README.md"
 
 # O ambiente é (re)instalado só quando falta ou quando pyproject.toml/constraints.txt mudam.
@@ -71,9 +71,10 @@ clean-grading:
 grade: $(STAMP)
 	$(BIN)/python scripts/grade.py --aluno $(WORKSPACE) $(CHAPTER)
 
-# A turma: autograde + devolutivas + notas.csv para todas as entregas de grading/submitted/.
+# A turma: autograde + devolutivas + notas.csv para todas as entregas de grading/submitted/, no Dask
+# (LocalCluster embutido; SCHEDULER=tcp://HOST:8786 para um cluster; DB=postgresql://... para o banco).
 grade-class: $(STAMP)
-	$(BIN)/python scripts/grade_class.py $(CHAPTER)
+	$(BIN)/python scripts/grade_class.py $(CHAPTER) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DB),--db $(DB))
 
 # JupyterHub da turma: prepara contas/usuários/exchange (hub/preparar.py) e inicia o hub em 127.0.0.1:8000.
 # Variáveis: TDZ_HUB_IP, TDZ_HUB_PORTA, TDZ_HUB_MODO=local|simples, TDZ_HUB_ESTADO (veja hub/README.md).

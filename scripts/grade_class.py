@@ -1,20 +1,28 @@
-"""Corrige a turma inteira (``make grade-class [CHAPTER=NN_nome]``), com os comandos do nbgrader.
+"""Corrige a turma inteira (``make grade-class [CHAPTER=NN_nome]``) num cluster Dask, com o nbgrader.
 
 Para cada capítulo (``source/NN_nome/``) e cada aluno com pasta em ``grading/submitted/``:
 
 1. confere as entregas antes (notebook ausente, JSON inválido) para dar o motivo em português;
-2. ``nbgrader autograde NN_nome --create`` (todas as entregas do capítulo; o nbgrader segue
-   para a próxima quando uma falha; um laço infinito é cortado pelo ``Execute.timeout``);
-3. ``nbgrader generate_feedback NN_nome`` (devolutivas HTML em pt-BR, sem os testes ocultos);
+2. prepara o gradebook ANTES de espalhar as tarefas: tabelas, alunos e capítulos (assim duas
+   tarefas nunca criam a mesma linha, no SQLite ou no PostgreSQL);
+3. uma tarefa do Dask por (aluno, capítulo): ``autograde`` + ``generate_feedback`` do nbgrader
+   para aquela entrega, pela API Python do nbgrader, dentro do worker (o nbgrader parte uma vez
+   por worker, não uma vez por notebook). Por padrão num ``LocalCluster`` embutido (um worker por
+   núcleo, uma thread cada, processos separados); com ``--scheduler tcp://HOST:8786``, num cluster
+   que já existe (workers ``dask worker`` que veem a mesma pasta do curso e o mesmo banco);
 4. no fim, ``nbgrader export --to grading/notas.csv``.
+
+Com ``--sequencial``, roda como antes: ``nbgrader autograde NN_nome --create`` e
+``nbgrader generate_feedback NN_nome``, um capítulo de cada vez, num processo só.
 
 Imprime o quadro alunos × capítulos (pontos automáticos; "*" = questões abertas ainda sem nota,
 corrija no formgrader) e a lista de falhas com o motivo. Nunca altera ``grading/submitted/``.
 Uma entrega já corrigida só é corrigida de novo com ``--force`` (ou se a entrega for mais nova).
-O código de saída é 0 mesmo com entregas ruins (elas aparecem no relatório); 1 só quando o
-nbgrader não pôde rodar.
+O código de saída é 0 mesmo com entregas ruins (elas aparecem no relatório); 1 quando o
+nbgrader não pôde rodar ou o banco de notas não responde.
 
-Uso: python scripts/grade_class.py [NN_nome ...] [--force] [--timeout SEGUNDOS]
+Uso: python scripts/grade_class.py [NN_nome ...] [--force] [--timeout S] [--db URL]
+     [--scheduler tcp://HOST:8786 | --workers N | --sequencial]
 """
 
 from __future__ import annotations
@@ -36,14 +44,32 @@ from transformer_course.grading import (  # noqa: E402
     nbgrader_exe,
     read_results,
 )
+from transformer_course.grading_cluster import (  # noqa: E402
+    DatabaseUnavailable,
+    TaskResult,
+    course_db_url,
+    describe_db,
+    failure_reason,
+    grade_submission,
+    load_course_config,
+    prepare_gradebook,
+    quiet_worker,
+    wait_for_db,
+)
 
 SUBMITTED = ROOT / "grading" / "submitted"
 AUTOGRADED = ROOT / "grading" / "autograded"
 
 
-def nbgrader(*args: str, timeout: int = 6 * 3600) -> subprocess.CompletedProcess:
+def nbgrader(*args: str, db_url: str | None = None, timeout: int = 6 * 3600) -> subprocess.CompletedProcess:
+    extra = [f"--CourseDirectory.db_url={db_url}"] if db_url else []
     return subprocess.run(
-        [nbgrader_exe(), *args], cwd=ROOT, env=nbgrader_env(), capture_output=True, text=True, timeout=timeout
+        [nbgrader_exe(), *args, *extra],
+        cwd=ROOT,
+        env=nbgrader_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -57,22 +83,7 @@ def _log_reason(log: str, student: str, chapter: str) -> str:
             start = i
     if start is None:
         return "o nbgrader não gerou a versão corrigida (veja grading/autograde.log)"
-    block = lines[start : start + 80]
-    text = "\n".join(block)
-    if "became unresponsive" in text or "UnresponsiveKernelError" in text:
-        return (
-            "o kernel não respondeu nem à interrupção (um laço que ignora Ctrl-C, ou memória "
-            "esgotada): o nbgrader desistiu desta entrega"
-        )
-    if "NotJSONError" in text:
-        return "o notebook não é um JSON válido"
-    if "DeadKernelError" in text or "Kernel died" in text:
-        return "o kernel morreu durante a execução (memória esgotada? os._exit?)"
-    for line in reversed(block):
-        stripped = line.strip()
-        if stripped and not stripped.startswith(("File ", "^", "[")) and ":" in stripped:
-            return f"erro do nbgrader: {stripped[:300]}"
-    return "o nbgrader não gerou a versão corrigida (veja grading/autograde.log)"
+    return failure_reason("\n".join(lines[start : start + 80]))
 
 
 def summary_line(reason: str, limit: int = 300) -> str:
@@ -84,11 +95,11 @@ def summary_line(reason: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def ensure_assignment(chapter: str) -> str | None:
+def ensure_assignment(chapter: str, db_url: str) -> str | None:
     """Registra o capítulo no gradebook se faltar (sem tocar em release/)."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    with Gradebook(f"sqlite:///{ROOT / 'grading' / 'gradebook.db'}") as gb:
+    with Gradebook(db_url) as gb:
         try:
             if gb.find_assignment(chapter).notebooks:
                 return None
@@ -98,47 +109,133 @@ def ensure_assignment(chapter: str) -> str | None:
 
     with tempfile.TemporaryDirectory() as tmp:
         run = nbgrader(
-            "generate_assignment", chapter, "--force", f"--CourseDirectory.release_directory={tmp}"
+            "generate_assignment",
+            chapter,
+            "--force",
+            f"--CourseDirectory.release_directory={tmp}",
+            db_url=db_url,
         )
     if run.returncode != 0:
         return f"nbgrader generate_assignment {chapter} falhou:\n{run.stderr[-2000:]}"
     return None
 
 
-DB_ERRORS = (
-    "database is locked",
-    "OperationalError",
-    "IntegrityError",
-    "error accessing the nbgrader database",
-)
+def confinement_problem(allow_unconfined: bool) -> str | None:
+    """GANCHO DO ISOLAMENTO (correção segura): recusa corrigir sem o kernel confinado.
 
-
-def autograde_parallel(chapter: str, students: list[str], jobs: int, extra: list[str]) -> tuple[str, int]:
-    """Um ``nbgrader autograde --student X`` por aluno, ``jobs`` de cada vez, no mesmo gradebook SQLite.
-
-    Cada processo escreve só as linhas do seu aluno; os alunos são criados antes, aqui, para que
-    dois processos não tentem criar a mesma linha. Um processo que falhar por acesso ao banco
-    (``database is locked``) é refeito depois, sozinho. Devolve o log e quantos foram refeitos.
+    O isolamento em si vem do ``nbgrader_config.py`` do curso, que cada tarefa carrega (o kernel de
+    toda entrega parte confinado). Aqui só se pergunta ao módulo do isolamento, se ele existir,
+    se a máquina consegue confinar; sem isso, a correção só roda com a opção explícita.
     """
-    from concurrent.futures import ThreadPoolExecutor
+    try:
+        from transformer_course import sandbox
+    except ImportError:
+        return None
+    check = getattr(sandbox, "require_confinement", None)
+    if check is None:
+        return None
+    try:
+        check(allow_unconfined=allow_unconfined)
+    except Exception as exc:  # noqa: BLE001 - a mensagem do módulo do isolamento vai para o instrutor
+        return str(exc)
+    return None
 
-    from nbgrader.api import Gradebook
 
-    with Gradebook(f"sqlite:///{ROOT / 'grading' / 'gradebook.db'}") as gb:
-        for student in students:
-            gb.update_or_create_student(student)
+# ====================================================================== as duas formas de corrigir
 
-    def one(student: str) -> subprocess.CompletedProcess:
-        return nbgrader("autograde", chapter, f"--student={student}", *extra)
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        runs = dict(zip(students, pool.map(one, students)))
-    retried = 0
-    for student, run in runs.items():
-        if run.returncode != 0 and any(err in run.stderr for err in DB_ERRORS):
-            retried += 1
-            runs[student] = one(student)
-    return "\n".join(f"--- {s}\n{r.stderr}" for s, r in runs.items()), retried
+def grade_sequential(chapter: str, pending: list[str], args, db_url: str) -> tuple[list[TaskResult], str]:
+    """Como o ``nbgrader autograde`` de linha de comando: um capítulo inteiro num processo."""
+    force = ["--force"] if args.force else []
+    extra = [f"--Execute.timeout={args.timeout}"] if args.timeout else []
+    started = time.perf_counter()
+    run = nbgrader("autograde", chapter, "--create", *force, *extra, db_url=db_url)
+    feedback = nbgrader("generate_feedback", chapter, *force, db_url=db_url)
+    seconds = (time.perf_counter() - started) / max(len(pending), 1)
+    results = []
+    for student in pending:
+        graded = AUTOGRADED / student / chapter / f"{chapter}.ipynb"
+        ok = graded.exists()
+        reason = "" if ok else _log_reason(run.stderr, student, chapter)
+        results.append(TaskResult(student, chapter, ok, reason, seconds=seconds, worker="sequencial"))
+    log = (
+        f"===== nbgrader autograde {chapter} (código {run.returncode})\n{run.stderr}\n"
+        f"===== nbgrader generate_feedback {chapter} (código {feedback.returncode})\n{feedback.stderr}"
+    )
+    return results, log
+
+
+def open_client(args):
+    """Um cliente Dask: o cluster de ``--scheduler`` ou um ``LocalCluster`` embutido."""
+    import logging
+    import os
+
+    from distributed import Client, LocalCluster
+
+    if args.scheduler:
+        return Client(args.scheduler, timeout=30), None
+    workers = args.workers or os.cpu_count() or 1
+    os.environ.update(nbgrader_env())  # os workers herdam o PATH (alembic, kernel) e os avisos calados
+    cluster = LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        memory_limit=0,
+        dashboard_address=None,
+        silence_logs=logging.ERROR,
+    )
+    client = Client(cluster)
+    client.run(quiet_worker, str(ROOT / "grading" / "dask-workers.log"))
+    return client, cluster
+
+
+def grade_on_dask(pairs: list[tuple[str, str]], args, db_url: str) -> tuple[list[TaskResult], str]:
+    """Uma tarefa do Dask por (aluno, capítulo); barra de progresso do lado do instrutor."""
+    from distributed import as_completed
+    from tqdm import tqdm
+
+    client, cluster = open_client(args)
+    try:
+        n_workers = len(client.scheduler_info()["workers"])
+        where = args.scheduler or "LocalCluster embutido"
+        print(f"Dask: {where}, {n_workers} worker(s); {len(pairs)} entrega(s)", flush=True)
+        futures = {}
+        for student, chapter in pairs:
+            future = client.submit(
+                grade_submission,
+                str(ROOT),
+                chapter,
+                student,
+                db_url,
+                force=args.force,
+                timeout=args.timeout,
+                db_wait=args.db_wait,
+                key=f"corrige-{chapter}-{student}-{time.time_ns()}",
+                pure=False,
+            )
+            futures[future] = (student, chapter)
+        results = []
+        for future in tqdm(as_completed(futures), total=len(futures), desc="corrigindo", unit="entrega"):
+            student, chapter = futures[future]
+            try:
+                results.append(future.result())
+            except Exception as exc:  # noqa: BLE001 - KilledWorker etc.: a turma segue
+                why = f"{type(exc).__name__}: {exc}"
+                if type(exc).__name__ == "KilledWorker":
+                    why = "os workers do Dask morreram repetidas vezes com esta entrega (memória esgotada?)"
+                results.append(TaskResult(student, chapter, False, why))
+        log = "\n".join(
+            f"===== {r.chapter} / {r.student} (worker {r.worker}, novas tentativas {r.retries})\n{r.log}"
+            for r in sorted(results, key=lambda r: (r.chapter, r.student))
+        )
+        return results, log
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+# ====================================================================== principal
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,16 +243,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("chapters", nargs="*", help="capítulos (NN_nome); sem nada, todos")
     parser.add_argument("--force", action="store_true", help="corrige de novo o que já foi corrigido")
     parser.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        help="processos do nbgrader em paralelo, um aluno por processo (padrão: 1)",
-    )
-    parser.add_argument(
         "--timeout",
         type=int,
         default=None,
         help="limite por célula em segundos (padrão: Execute.timeout do nbgrader_config.py)",
+    )
+    parser.add_argument(
+        "--db",
+        default=None,
+        help="banco de notas (db_url do nbgrader), ex.: postgresql://usuario@host:5432/notas "
+        "(padrão: o SQLite grading/gradebook.db)",
+    )
+    parser.add_argument(
+        "--db-wait",
+        type=float,
+        default=120.0,
+        help="segundos que cada entrega espera o banco voltar, se ele cair (padrão: 120)",
+    )
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", default=None, help="cluster Dask existente (tcp://HOST:8786)")
+    where.add_argument(
+        "--workers", type=int, default=None, help="workers do LocalCluster embutido (padrão: núcleos)"
+    )
+    where.add_argument(
+        "--sequencial", action="store_true", help="sem Dask: nbgrader autograde, um capítulo por vez"
+    )
+    parser.add_argument(
+        "--sem-isolamento",
+        action="store_true",
+        help="aceita corrigir sem o kernel confinado onde o isolamento não existe (arriscado)",
     )
     args = parser.parse_args(argv)
 
@@ -173,16 +289,24 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
 
+    # ---------------------------------------------------------------- isolamento (gancho)
+    problem = confinement_problem(args.sem_isolamento)
+    if problem:
+        print(problem)
+        return 1
+
+    # ---------------------------------------------------------------- banco de notas
+    db_url = course_db_url(ROOT, args.db)
+    try:
+        wait_for_db(db_url, wait=min(args.db_wait, 30.0))
+    except DatabaseUnavailable as exc:
+        print(f"Correção não iniciada: {exc}")
+        return 1
+
     status: dict[tuple[str, str], str] = {}
     failures: list[tuple[str, str, str]] = []
-    timings: dict[str, tuple[float, int]] = {}
-    extra = [f"--Execute.timeout={args.timeout}"] if args.timeout else []
-    retries = 0
-    log_path = ROOT / "grading" / "autograde.log"
-    log_path.parent.mkdir(exist_ok=True)
-    logs = []
+    pairs: list[tuple[str, str]] = []
     for chapter in names:
-        pending = []
         for student in students:
             folder = SUBMITTED / student / chapter
             if not folder.is_dir():
@@ -193,61 +317,68 @@ def main(argv: list[str] | None = None) -> int:
                 status[student, chapter] = "ERRO"
                 failures.append((student, chapter, reason))
                 continue
-            pending.append(student)
-        if not pending:
-            continue
-        problem = ensure_assignment(chapter)
-        if problem:
-            print(problem)
-            return 1
-        print(
-            f"{chapter}: corrigindo {len(pending)} entrega(s)"
-            + (f" em {args.jobs} processos" if args.jobs > 1 else "")
-            + "...",
-            flush=True,
-        )
-        started = time.perf_counter()
-        force = ["--force"] if args.force else []
-        if args.jobs > 1:
-            stderr, retried = autograde_parallel(chapter, pending, args.jobs, [*force, *extra])
-            retries += retried
-            run = subprocess.CompletedProcess([], 0, "", stderr)
-        else:
-            run = nbgrader("autograde", chapter, "--create", *force, *extra)
-        timings[chapter] = (time.perf_counter() - started, len(pending))
-        logs.append(f"===== nbgrader autograde {chapter} (código {run.returncode})\n{run.stderr}")
-        feedback = nbgrader("generate_feedback", chapter, *(["--force"] if args.force else []))
-        logs.append(
-            f"===== nbgrader generate_feedback {chapter} (código {feedback.returncode})\n{feedback.stderr}"
-        )
-        from nbgrader.api import Gradebook
+            pairs.append((student, chapter))
 
-        with Gradebook(f"sqlite:///{ROOT / 'grading' / 'gradebook.db'}") as gb:
-            for student in pending:
-                graded = AUTOGRADED / student / chapter / f"{chapter}.ipynb"
-                if not graded.exists():
-                    status[student, chapter] = "ERRO"
-                    failures.append((student, chapter, _log_reason(run.stderr, student, chapter)))
-                    continue
-                try:
-                    res = read_results(graded, gb, chapter, student)
-                except Exception as exc:  # noqa: BLE001 - uma entrega estranha não para a turma
-                    status[student, chapter] = "ERRO"
-                    failures.append((student, chapter, f"resultado ilegível: {type(exc).__name__}: {exc}"))
-                    continue
-                got, most = res.auto
-                manual_score, manual_max = res.manual
-                mark = "*" if manual_max and manual_score is None else ""
-                status[student, chapter] = fmt_points(got, most) + mark
-                for cell in res.cells:
-                    if cell.failed:
-                        why = summary_line(cell.reason)
-                        points = fmt_points(cell.score, cell.max_score)
-                        failures.append((student, chapter, f"{cell.label} ({cell.kind}) {points}: {why}"))
-                for error in res.other_errors[:3]:
-                    failures.append((student, chapter, f"erro em outra célula: {summary_line(error)}"))
+    log_path = ROOT / "grading" / "autograde.log"
+    log_path.parent.mkdir(exist_ok=True)
+    started = time.perf_counter()
+    results: list[TaskResult] = []
+    logs = []
+    if pairs:
+        course_id = str(load_course_config(ROOT).CourseDirectory.course_id)
+        try:
+            prepare_gradebook(db_url, course_id, sorted({s for s, _ in pairs}))
+            for chapter in sorted({c for _, c in pairs}):
+                problem = ensure_assignment(chapter, db_url)
+                if problem:
+                    print(problem)
+                    return 1
+        except Exception as exc:  # noqa: BLE001 - o banco caiu entre a conferência e o preparo
+            print(f"Correção não iniciada: o banco de notas ({describe_db(db_url)}) falhou: {exc}")
+            return 1
+        if args.sequencial:
+            for chapter in names:
+                pending = [s for s, c in pairs if c == chapter]
+                if pending:
+                    print(f"{chapter}: corrigindo {len(pending)} entrega(s) em sequência...", flush=True)
+                    res, log = grade_sequential(chapter, pending, args, db_url)
+                    results += res
+                    logs.append(log)
+        else:
+            res, log = grade_on_dask(pairs, args, db_url)
+            results += res
+            logs.append(log)
+    wall = time.perf_counter() - started
+
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url) as gb:
+        for task in results:
+            student, chapter = task.student, task.chapter
+            graded = AUTOGRADED / student / chapter / f"{chapter}.ipynb"
+            if not task.ok or not graded.exists():
+                status[student, chapter] = "ERRO"
+                failures.append((student, chapter, task.reason or "o nbgrader não gerou a versão corrigida"))
+                continue
+            try:
+                res = read_results(graded, gb, chapter, student)
+            except Exception as exc:  # noqa: BLE001 - uma entrega estranha não para a turma
+                status[student, chapter] = "ERRO"
+                failures.append((student, chapter, f"resultado ilegível: {type(exc).__name__}: {exc}"))
+                continue
+            got, most = res.auto
+            manual_score, manual_max = res.manual
+            mark = "*" if manual_max and manual_score is None else ""
+            status[student, chapter] = fmt_points(got, most) + mark
+            for cell in res.cells:
+                if cell.failed:
+                    why = summary_line(cell.reason)
+                    points = fmt_points(cell.score, cell.max_score)
+                    failures.append((student, chapter, f"{cell.label} ({cell.kind}) {points}: {why}"))
+            for error in res.other_errors[:3]:
+                failures.append((student, chapter, f"erro em outra célula: {summary_line(error)}"))
     log_path.write_text("\n".join(logs))
-    export = nbgrader("export", f"--to={ROOT / 'grading' / 'notas.csv'}")
+    export = nbgrader("export", f"--to={ROOT / 'grading' / 'notas.csv'}", db_url=db_url)
 
     # ---------------------------------------------------------------- relatório
     print()
@@ -270,15 +401,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nTestes que falharam ({len(lost)}):")
         for student, chapter, reason in lost:
             print(f"  {student} / {chapter}: {reason}")
-    if args.jobs > 1:
+    if results:
+        mode = "sequencial" if args.sequencial else (args.scheduler or "LocalCluster")
+        busy = sum(r.seconds for r in results)
+        retried = sum(r.retries > 0 for r in results)
         print(
-            f"paralelo: {args.jobs} processos; {retries} entrega(s) refeita(s) em sequência "
-            "por erro de acesso ao gradebook"
+            f"\ntempo: {wall:.0f} s de relógio para {len(results)} entrega(s) ({mode}); "
+            f"{busy / len(results):.1f} s por entrega dentro dos workers"
+            + (f"; {retried} refeita(s) por erro de acesso ao banco" if retried else "")
         )
-    for chapter, (secs, n) in timings.items():
-        print(f"tempo de {chapter}: {secs:.0f} s para {n} entrega(s) ({secs / n:.1f} s por entrega)")
     print(
-        f"log do nbgrader: {log_path.relative_to(ROOT)}; devolutivas: grading/feedback/; "
+        f"banco de notas: {describe_db(db_url)}; log do nbgrader: {log_path.relative_to(ROOT)}; "
+        "devolutivas: grading/feedback/; "
         + ("notas: grading/notas.csv" if export.returncode == 0 else "export falhou (veja o log)")
     )
     return 0

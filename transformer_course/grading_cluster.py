@@ -1,0 +1,322 @@
+"""Correção da turma num cluster Dask: a tarefa de uma entrega e o preparo do gradebook.
+
+Uma tarefa = um aluno × um capítulo. Ela roda no *worker* do Dask (um processo de longa duração),
+dentro do próprio processo, pela API Python do nbgrader (:class:`nbgrader.apps.api.NbGraderAPI`):
+``autograde`` e ``generate_feedback`` do nbgrader para aquela entrega. A configuração vem do
+``nbgrader_config.py`` do curso (carregado pelo caminho, não pela pasta atual do worker), então o
+isolamento do kernel, os tempos-limite e os modelos das devolutivas são os mesmos do
+``nbgrader autograde`` de linha de comando. O nbgrader é importado e configurado uma vez por worker.
+
+Usado por ``scripts/grade_class.py`` (``make grade-class``) e pelo serviço de correção
+(:mod:`transformer_course.grading_service`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# ====================================================================== o banco de notas
+
+
+def normalize_db_url(url: str) -> str:
+    """``postgresql://...`` vira ``postgresql+psycopg://...`` (o driver psycopg 3 no SQLAlchemy)."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def describe_db(url: str) -> str:
+    """O banco em palavras, sem senha: ``PostgreSQL aluno@127.0.0.1:5432/notas`` ou o arquivo SQLite."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return f"SQLite {parsed.database}"
+    user = f"{parsed.username}@" if parsed.username else ""
+    port = f":{parsed.port}" if parsed.port else ""
+    return f"PostgreSQL {user}{parsed.host or 'localhost'}{port}/{parsed.database}"
+
+
+def course_db_url(root: Path, db: str | None = None) -> str:
+    """O ``db_url`` da correção: ``db`` (``--db``) ou o do ``nbgrader_config.py`` do curso."""
+    if db:
+        return normalize_db_url(db)
+    return normalize_db_url(str(load_course_config(root).CourseDirectory.db_url))
+
+
+class DatabaseUnavailable(RuntimeError):
+    """O banco de notas não respondeu (mensagem em pt-BR com o nome do banco)."""
+
+
+def db_unavailable_message(url: str, detail: str = "") -> str:
+    detail = detail.strip().splitlines()[-1][:300] if detail.strip() else ""
+    return (
+        f"o banco de notas ({describe_db(url)}) não está acessível"
+        + (f": {detail}" if detail else "")
+        + ". Confira se o servidor está no ar e se o endereço de --db está certo; nada foi gravado "
+        "para as entregas que não puderam ser corrigidas (rode de novo quando o banco voltar)."
+    )
+
+
+def wait_for_db(url: str, wait: float = 0.0) -> None:
+    """Conecta ao banco (tentando por até ``wait`` segundos); :class:`DatabaseUnavailable` se não der."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import OperationalError
+
+    deadline = time.monotonic() + wait
+    delay = 0.5
+    while True:
+        engine = create_engine(url)
+        try:
+            with engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            return
+        except OperationalError as exc:
+            if time.monotonic() >= deadline:
+                raise DatabaseUnavailable(db_unavailable_message(url, str(exc.orig or exc))) from None
+        finally:
+            engine.dispose()
+        time.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
+def register_assignment(root: Path, chapter: str, db_url: str) -> str | None:
+    """Registra o capítulo no gradebook se faltar (``nbgrader generate_assignment`` numa pasta temporária).
+
+    Devolve o erro do nbgrader, ou None. Não toca em ``release/``.
+    """
+    import subprocess
+    import tempfile
+
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db_url) as gb:
+        try:
+            if gb.find_assignment(chapter).notebooks:
+                return None
+        except MissingEntry:
+            pass
+    _environment()
+    with tempfile.TemporaryDirectory() as tmp:
+        run = subprocess.run(
+            [
+                os.path.join(os.path.dirname(sys.executable), "nbgrader"),
+                "generate_assignment",
+                chapter,
+                "--force",
+                f"--CourseDirectory.release_directory={tmp}",
+                f"--CourseDirectory.db_url={db_url}",
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    if run.returncode == 0:
+        return None
+    return f"nbgrader generate_assignment {chapter} falhou:\n{run.stderr[-2000:]}"
+
+
+def prepare_gradebook(url: str, course_id: str, students: list[str]) -> None:
+    """Cria as tabelas e os alunos ANTES de espalhar as tarefas (duas tarefas nunca criam a mesma linha)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(url, course_id) as gb:
+        for student in students:
+            gb.update_or_create_student(student)
+
+
+# ====================================================================== a tarefa de uma entrega
+
+
+def load_course_config(root: Path, **overrides):
+    """O ``nbgrader_config.py`` de ``root``, carregado pelo caminho, mais ``Classe.traço = valor``."""
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    extra = Config()
+    for key, value in overrides.items():
+        section, trait = key.split(".")
+        extra[section][trait] = value
+    config.merge(extra)
+    return config
+
+
+_APIS: dict[tuple, object] = {}
+_LOCK = threading.Lock()
+
+
+def course_api(root: str, db_url: str, timeout: int | None = None, exchange: str | None = None):
+    """Uma :class:`NbGraderAPI` por worker e configuração (o custo de partida do nbgrader é pago uma vez)."""
+    key = (root, db_url, timeout, exchange)
+    with _LOCK:
+        api = _APIS.get(key)
+        if api is None:
+            from nbgrader.apps.api import NbGraderAPI
+
+            overrides = {"CourseDirectory.root": root, "CourseDirectory.db_url": db_url}
+            if timeout:
+                overrides["Execute.timeout"] = timeout
+            if exchange:
+                overrides["Exchange.root"] = exchange
+            api = NbGraderAPI(config=load_course_config(Path(root), **overrides))
+            _APIS[key] = api
+        return api
+
+
+def _environment() -> None:
+    # O nbgrader chama `alembic` pelo PATH, e o kernel deve ser o deste Python.
+    bindir = os.path.dirname(sys.executable)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+
+
+def quiet_worker(log_file: str) -> int:
+    """Manda o stderr do worker (e dos kernels que ele abre) para ``log_file``; devolve o pid.
+
+    Para o ``LocalCluster`` embutido: sem isso, os avisos de cada kernel e do SQLAlchemy
+    cairiam no terminal do instrutor, no meio da barra de progresso.
+    """
+    fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return os.getpid()
+
+
+@dataclass
+class TaskResult:
+    """O que uma tarefa devolve ao instrutor (nada de objetos do nbgrader: só texto e números)."""
+
+    student: str
+    chapter: str
+    ok: bool
+    reason: str = ""
+    log: str = ""
+    seconds: float = 0.0
+    worker: str = ""
+    retries: int = 0
+    skipped: bool = False
+    feedback: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+def _text(result: dict) -> str:
+    return "\n".join(part for part in (result.get("log", ""), result.get("error", "")) if part)
+
+
+def _db_error(text: str) -> bool:
+    return any(
+        marker in text
+        for marker in ("OperationalError", "database is locked", "error accessing the nbgrader database")
+    )
+
+
+def failure_reason(log: str) -> str:
+    """O motivo, em pt-BR, pelo qual o nbgrader não corrigiu uma entrega (a partir do log dela)."""
+    if "became unresponsive" in log or "UnresponsiveKernelError" in log:
+        return (
+            "o kernel não respondeu nem à interrupção (um laço que ignora Ctrl-C, ou memória "
+            "esgotada): o nbgrader desistiu desta entrega"
+        )
+    if "NotJSONError" in log:
+        return "o notebook não é um JSON válido"
+    if "DeadKernelError" in log or "Kernel died" in log:
+        return "o kernel morreu durante a execução (memória esgotada? os._exit?)"
+    if "CellTimeoutError" in log or "Cell execution timed out" in log:
+        return "tempo esgotado numa célula (laço infinito?)"
+    for line in reversed(log.splitlines()):
+        stripped = line.strip()
+        if stripped and not stripped.startswith(("File ", "^", "[")) and ":" in stripped:
+            return f"erro do nbgrader: {stripped[:300]}"
+    return "o nbgrader não gerou a versão corrigida"
+
+
+def grade_submission(
+    root: str,
+    chapter: str,
+    student: str,
+    db_url: str,
+    *,
+    force: bool = False,
+    timeout: int | None = None,
+    feedback: bool = True,
+    autograde: bool = True,
+    db_wait: float = 120.0,
+    exchange: str | None = None,
+) -> TaskResult:
+    """Uma tarefa do Dask: ``autograde`` + ``generate_feedback`` do nbgrader para um aluno e capítulo.
+
+    Nunca levanta exceção por causa da entrega: devolve :class:`TaskResult` com ``ok=False`` e o
+    motivo. Um erro de acesso ao banco (SQLite travado, PostgreSQL reiniciando) é tentado de novo
+    por até ``db_wait`` segundos; o nbgrader refaz a entrega do zero a cada tentativa (a linha da
+    entrega no gradebook é a mesma: ``update_or_create_submission``).
+    """
+    _environment()
+    started = time.perf_counter()
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    api = course_api(root, db_url, timeout, exchange)
+    graded = Path(api.coursedir.format_path(api.coursedir.autograded_directory, student, chapter))
+    deadline = time.monotonic() + db_wait
+    retries = 0
+
+    def retrying(call):
+        # Um erro de acesso ao banco é tentado de novo até o prazo; o nbgrader refaz o passo inteiro.
+        nonlocal retries
+        delay = 1.0
+        while True:
+            with _LOCK:
+                result = call()
+            text = _text(result)
+            if result["success"] or not _db_error(text) or time.monotonic() >= deadline:
+                return result, text
+            retries += 1
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+    if autograde:
+        result, text = retrying(lambda: api.autograde(chapter, student, force=force, create=True))
+    else:  # já corrigida (o serviço de correção só refaz a devolutiva)
+        result, text = {"success": True}, ""
+    log = text
+    out = TaskResult(student, chapter, ok=False, worker=worker)
+    out.skipped = "Skipping existing assignment" in text
+    if not result["success"] and _db_error(text):
+        out.reason = db_unavailable_message(db_url, text)
+    elif not (graded / f"{chapter}.ipynb").exists():
+        out.reason = failure_reason(text) + " (veja grading/autograde.log)"
+    else:
+        out.ok = True
+        if feedback:
+            fb, fb_text = retrying(
+                lambda: api.generate_feedback(chapter, student, force=force or not out.skipped)
+            )
+            log += "\n" + fb_text
+            out.feedback = fb["success"]
+    out.retries = retries
+    out.log = log
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def floor_cost() -> float:
+    """O piso do custo de um notebook: partir um kernel e ``import torch`` nele (segundos)."""
+    from jupyter_client.manager import start_new_kernel
+
+    _environment()
+    started = time.perf_counter()
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        kc.execute_interactive("import torch", timeout=120)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    return time.perf_counter() - started
