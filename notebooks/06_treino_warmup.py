@@ -62,6 +62,7 @@ from transformer_course.checks import (
 from transformer_course.data import (
     TokenTaskConfig,
     class_counts,
+    counting_accuracy,
     make_loader,
     make_token_classification,
     split_dataset,
@@ -75,11 +76,13 @@ from transformer_course.training import (
     fit,
     no_warmup_lr,
     run_warmup_experiment,
+    student_or_reference,
     summarize,
 )
 from transformer_course.training import evaluate as evaluate_ref
 from transformer_course.training import make_warmup_scheduler as make_warmup_scheduler_ref
 from transformer_course.training import noam_lr as noam_lr_ref
+from transformer_course.training import train_epoch as train_epoch_ref
 
 torch.manual_seed(0)
 device = get_device()
@@ -112,27 +115,34 @@ nomes_classes = ["A", "B", "C"]
 dados.token_ids.shape, tarefa.vocab_size, class_counts(dados.labels, tarefa.n_classes).tolist()
 
 # %% [markdown]
-# Quatro exemplos, com os nomes dos tokens:
+# Quatro exemplos, com os nomes dos tokens e quantos tokens de cada faixa (A, B, C) eles têm:
 
 # %%
+contagens = dados.band_counts()  # (N, C): tokens de cada faixa em cada sequência
 for i in range(4):
-    print(f"classe {nomes_classes[dados.labels[i]]}: {dados.decode(i)}")
+    print(f"classe {nomes_classes[dados.labels[i]]}, faixas A/B/C {contagens[i].tolist()}: {dados.decode(i)}")
 
 # %% [markdown]
-# O primeiro exemplo mostra por que a tarefa não é trivial: numa sequência curta, os confusores
-# podem empatar com o sinal ou até vencê-lo. As classes estão equilibradas, e os comprimentos
-# se espalham de 4 a 16:
+# Na maioria das sequências, a faixa da classe certa é a que mais aparece. Mas não em todas:
+# numa sequência curta, os confusores podem empatar com o sinal ou até vencê-lo. O código abaixo
+# compara, em cada sequência, a contagem da faixa certa com a da faixa confusora mais frequente,
+# e mostra o primeiro exemplo de cada caso:
+
+# %%
+do_sinal = contagens.gather(1, dados.labels[:, None])[:, 0]  # (N, C) -> (N,): a faixa da classe certa
+confusora = contagens.scatter(1, dados.labels[:, None], -1).amax(dim=1)  # (N,): a outra faixa mais comum
+for caso, onde in (("empate", confusora == do_sinal), ("os confusores vencem", confusora > do_sinal)):
+    i = int(onde.nonzero()[0, 0])
+    fracao = f"{onde.float().mean():.1%}".replace(".", ",")
+    print(f"{caso} ({fracao} das sequências) — exemplo {i}, classe "
+          f"{nomes_classes[dados.labels[i]]}, faixas A/B/C {contagens[i].tolist()}: {dados.decode(i)}")
+
+# %% [markdown]
+# Nessas sequências nenhuma regra acerta com certeza: é isso que torna a tarefa não trivial. As
+# classes estão equilibradas, e os comprimentos se espalham de 4 a 16:
 
 # %%
 plots.dataset_overview(dados.labels, dados.lengths, tarefa.n_classes, nomes_classes)
-
-# %% [markdown]
-# Uma regra sem aprendizado nenhum dá a referência: "conte os tokens de cada faixa e escolha a que
-# mais aparece". Um modelo que não passa disso não aprendeu nada de útil; um que chega perto
-# aprendeu o que há para aprender (algumas sequências são ambíguas de verdade).
-
-# %%
-f"regra da contagem: {dados.counting_baseline():.1%} de acerto; chute: {1 / tarefa.n_classes:.1%}"
 
 # %% [markdown]
 # Dividimos em treino (70 %), validação (15 %) e teste (15 %). Cada lote é cortado no comprimento
@@ -145,6 +155,20 @@ loader_val = make_loader(validacao, batch_size=256)
 loader_teste = make_loader(teste, batch_size=256)
 x, y = next(iter(loader_treino))
 len(treino), len(validacao), len(teste), tuple(x.shape), tuple(y.shape)
+
+# %% [markdown]
+# **As linhas de referência.** A de baixo é o chute: 1/3 de acerto. A de cima é uma regra sem
+# aprendizado nenhum: "conte os tokens de cada faixa e escolha a que mais aparece". Para estes dados,
+# ela é a melhor regra possível. Cada posição traz um token da faixa da classe certa com
+# probabilidade 0,25 e um de cada faixa errada com 0,075 (os 15 % de confusores divididos entre as
+# duas outras classes); os neutros e a ordem não dizem nada. Então a classe mais provável, dada a
+# sequência, é a da faixa que mais aparece, e num empate nenhuma regra faz melhor que escolher uma
+# das empatadas. Um modelo só passa dessa regra por sorte da amostra; um que chega perto dela
+# aprendeu o que há para aprender. Medimos as duas no conjunto de **teste**, onde mediremos o modelo:
+
+# %%
+regra_teste = counting_accuracy(*teste.tensors, tarefa)  # teste.tensors = (token_ids, rótulos)
+f"regra da contagem no teste: {regra_teste:.1%} de acerto; chute: {1 / tarefa.n_classes:.1%}".replace(".", ",")
 
 # %% [markdown]
 # ## 2. O laço de treino, passo a passo
@@ -225,8 +249,10 @@ for _ in range(2):
 #   \text{warmup}\cdot\text{warmup}^{-1{,}5}$), e o **pico** vale
 #   $\text{factor}\cdot(d_{\text{model}}\cdot\text{warmup})^{-0{,}5}$. Com os valores do artigo,
 #   $d_{\text{model}} = 512$ e $\text{warmup} = 4000$: $\approx 7{,}0\cdot10^{-4}$.
-# - Em $s = 0$, $s^{-0{,}5}$ divide por zero. **O passo 0 conta como passo 1.** Não é um detalhe: o
-#   `LambdaLR` do PyTorch chama a sua função com o passo 0 no momento em que é criado.
+# - Em $s = 0$, $s^{-0{,}5}$ divide por zero. **O passo 0 usa a taxa do passo 1**: calcule com
+#   `max(step, 1)`. Não é `step + 1`, que deslocaria a curva inteira um passo; só o passo 0 muda.
+#   Não é um detalhe: o `LambdaLR` do PyTorch chama a sua função com o passo 0 no momento em que é
+#   criado.
 #
 # O artigo usa o Adam com $\beta_1 = 0{,}9$, $\beta_2 = 0{,}98$ e $\epsilon = 10^{-9}$ (o $\beta_2$
 # padrão do PyTorch é 0,999): no pacote, `ADAM_BETAS` e `ADAM_EPS`.
@@ -240,13 +266,14 @@ ADAM_BETAS, ADAM_EPS
 # Escreva `noam_lr(step, d_model, warmup_steps, factor=1.0)` que devolve a taxa (um `float`) da
 # fórmula acima:
 #
-# - o passo 0 conta como passo 1 (e nada de divisão por zero);
+# - o passo 0 usa a taxa do passo 1: calcule com `max(step, 1)` no lugar de `step` (não `step + 1`,
+#   que deslocaria todos os passos), e nada de divisão por zero;
 # - `d_model` ou `warmup_steps` não positivos levantam `ValueError` com uma mensagem em português;
 # - use números do Python (`**`, `min`, `math`), não tensores.
 
 # %% nbgrader={"grade": false, "grade_id": "noam_lr", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def noam_lr(step, d_model, warmup_steps, factor=1.0):
-    """Taxa de aprendizado de Noam no passo `step` (o passo 0 conta como passo 1)."""
+    """Taxa de aprendizado de Noam no passo `step` (no passo 0, a do passo 1: `max(step, 1)`)."""
     ### BEGIN SOLUTION
     if d_model <= 0 or warmup_steps <= 0:
         raise ValueError(f"d_model e warmup_steps devem ser positivos; recebidos {d_model} e {warmup_steps}.")
@@ -296,6 +323,11 @@ plots.noam_curves([(512, 4000, 1.0), (512, 8000, 1.0), (256, 4000, 1.0), (512, 4
 # **todo** grupo de parâmetros do otimizador (`optimizer.param_groups`) e devolve um
 # `torch.optim.lr_scheduler.LambdaLR` cuja função é a sua `noam_lr`. Depois de $k$ chamadas de
 # `scheduler.step()`, a taxa deve ser `noam_lr(k, ...)`, qualquer que fosse o `lr` inicial.
+#
+# **A ordem importa.** O `LambdaLR` lê a taxa base de cada grupo **uma vez, quando é criado** (ele a
+# guarda em `scheduler.base_lrs` e em `group["initial_lr"]`), e a partir daí calcula toda taxa como
+# taxa base × $\lambda(k)$. Por isso `lr = 1.0` vem **antes** de criar o agendador: mudar `lr`
+# depois só vale até o primeiro `scheduler.step()`, que volta a usar a taxa base guardada.
 
 # %% nbgrader={"grade": false, "grade_id": "make_warmup_scheduler", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def make_warmup_scheduler(optimizer, d_model, warmup_steps, factor=1.0):
@@ -345,9 +377,9 @@ with warnings.catch_warnings():
     print("agendador, depois otimizador:", taxas_usadas(True))
 
 # %% [markdown]
-# Na ordem certa, os dois primeiros passos usam a mesma taxa (o passo 0 conta como 1) e o pico
-# $(64\cdot4)^{-0{,}5} = 0{,}0625$ cai no quinto passo, o de número 4. Na ordem trocada, tudo chega
-# um passo antes. Com o Noam a diferença é pequena; com agendadores que começam em 0 ou que mudam
+# Na ordem certa, os dois primeiros passos usam a mesma taxa (o passo 0 usa a taxa do passo 1) e o
+# pico $(64\cdot4)^{-0{,}5} = 0{,}0625$ cai no quinto passo, o de número 4. Na ordem trocada, tudo
+# chega um passo antes. Com o Noam a diferença é pequena; com agendadores que começam em 0 ou que mudam
 # em passos exatos (`StepLR`, `OneCycleLR`), pular o primeiro valor muda o treino. Siga a convenção
 # do PyTorch e o problema não aparece.
 #
@@ -373,7 +405,8 @@ noam_widget()
 #
 # - ponha o modelo em modo de treino; mova cada lote `(x, y)` para o dispositivo do modelo;
 # - em cada lote, nesta ordem: `zero_grad`, *forward*, perda, `backward`, `clip_grad_norm_` com
-#   `max_grad_norm`, `optimizer.step()`, `scheduler.step()`;
+#   `max_grad_norm`, `optimizer.step()`, `scheduler.step()` — um passo do otimizador e um do agendador
+#   por lote, e o modelo chamado uma vez só por lote (reaproveite os logits para a acurácia);
 # - o modelo pode devolver os logits ou uma tupla cujo primeiro elemento são os logits;
 # - `"loss"` é a **média simples das perdas dos lotes** (um `float`: use `.item()`);
 #   `"accuracy"` é **acertos / total de exemplos** (a classe prevista é o `argmax` dos logits).
@@ -421,6 +454,8 @@ check_train_epoch_hidden(train_epoch)
 # definições do exercício 3) **sem treinar nada**:
 #
 # - modo de avaliação durante o laço e nenhum gradiente (`torch.no_grad()` ou `torch.inference_mode()`);
+# - nada de `zero_grad`, `backward` ou `optimizer.step()`: os parâmetros e os gradientes que já estavam
+#   em `.grad` saem como entraram;
 # - no fim, o modelo volta ao modo em que chegou: se estava em treino, volta a treino; se estava em
 #   avaliação, continua em avaliação.
 
@@ -461,9 +496,11 @@ check_evaluate_hidden(evaluate)
 # agendamento de Noam. Com `d_model = 64`, 60 passos de aquecimento e `factor = 0.25`, o pico é
 # $0{,}25\cdot(64\cdot60)^{-0{,}5} \approx 0{,}004$.
 #
-# `fit` (do pacote) chama `train_epoch` e `evaluate` a cada época, mostra uma barra de progresso e
-# guarda **na memória** uma cópia dos pesos da época com a menor perda de validação (o "melhor ponto
-# de controle", *checkpoint*). Nada é gravado em disco.
+# `fit` (do pacote) chama **as suas** `train_epoch` e `evaluate` a cada época, mostra uma barra de
+# progresso e guarda **na memória** uma cópia dos pesos da época com a menor perda de validação (o
+# "melhor ponto de controle", *checkpoint*). Nada é gravado em disco. Antes, `student_or_reference`
+# roda os testes visíveis de cada exercício: se a sua versão ainda não existe ou não passa neles, o
+# treino usa a do pacote, e a célula diz qual foi usada.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -472,8 +509,11 @@ modelo = TransformerClassifier(tarefa.vocab_size, tarefa.n_classes, d_model=64, 
                                d_ff=128, max_len=tarefa.max_len, dropout=0.1).to(device)
 otimizador = torch.optim.Adam(modelo.parameters(), betas=ADAM_BETAS, eps=ADAM_EPS)
 agendador = make_warmup_scheduler_ref(otimizador, d_model=64, warmup_steps=60, factor=0.25)
+laco_treino = student_or_reference(train_epoch, check_train_epoch, train_epoch_ref, "train_epoch")
+laco_avaliacao = student_or_reference(evaluate, check_evaluate, evaluate_ref, "evaluate")
 historico = fit(modelo, loader_treino, loader_val, otimizador, agendador, nn.CrossEntropyLoss(),
-                epochs=1 if RAPIDO else 6, max_grad_norm=1.0, desc="classificador")
+                epochs=1 if RAPIDO else 6, max_grad_norm=1.0, desc="classificador",
+                train_fn=laco_treino, eval_fn=laco_avaliacao)
 f"melhor época: {historico.best_epoch}, perda de validação {historico.best_val_loss:.3f}"
 
 # %%
@@ -484,21 +524,27 @@ plots.training_curves(historico, "Classificador Pre-LN, 2 camadas, com aquecimen
 # taxa sobe até o pico no passo 60 e depois desce. A perda de **treino** de cada época é a média dos
 # lotes *durante* a época, com *dropout* ligado e pesos mudando; a de **validação** é medida no fim,
 # sem *dropout* — por isso, no começo, a de validação pode ficar abaixo da de treino. Quando a de
-# validação para de cair enquanto a de treino continua caindo, o modelo começou a decorar o treino
-# (*overfitting*): é para isso que guardamos o melhor ponto de controle.
+# validação para de cair enquanto a de treino continua caindo, o modelo começou a se ajustar demais
+# aos exemplos de treino, a decorá-los: é o **sobreajuste** (*overfitting*), e é para isso que
+# guardamos o melhor ponto de controle.
 #
 # Carregamos os pesos da melhor época e medimos, uma única vez, no conjunto de teste:
 
 # %%
 modelo.load_state_dict(historico.best_state)
 resultado_teste = evaluate_ref(modelo, loader_teste, nn.CrossEntropyLoss())
+ruido = math.sqrt(regra_teste * (1 - regra_teste) / len(teste))  # desvio padrão de uma acurácia em 300
 {"teste": {k: round(v, 3) for k, v in resultado_teste.items()},
- "regra da contagem": round(dados.counting_baseline(), 3)}
+ "regra da contagem (teste)": round(regra_teste, 3),
+ "diferença, em pontos": round(100 * (resultado_teste["accuracy"] - regra_teste), 1),
+ "ruído da amostra de teste, em pontos": round(100 * ruido, 1)}
 
 # %% [markdown]
-# O classificador chega perto da regra da contagem, que foi escrita sabendo como os dados foram
-# gerados; ele só viu 1400 exemplos rotulados. Nenhum dos dois acerta tudo: as sequências curtas
-# em que os confusores empatam com o sinal não têm resposta certa.
+# Compare a acurácia do classificador com a da regra da contagem, que foi escrita sabendo como os
+# dados foram gerados; ele só viu 1400 exemplos rotulados. Com 300 exemplos de teste, uma acurácia
+# oscila alguns pontos só pela amostra (a última linha): diferenças desse tamanho não dizem quem é
+# melhor. Nenhum dos dois acerta tudo: nas sequências em que os confusores empatam com o sinal ou o
+# vencem, não há resposta certa a acertar sempre.
 
 # %% [markdown]
 # ## 7. Um experimento honesto: o aquecimento importa?
@@ -566,8 +612,20 @@ plots.warmup_experiment_figure(pre_ln, math.log(tarefa.n_classes),
 summarize(pre_ln, EXPERIMENTO.seeds)
 
 # %% [markdown]
-# **O que medimos** (na CPU, com estas sementes; numa GPU os números mudam um pouco, e você deve
-# ler as tabelas acima, não este parágrafo):
+# O resumo das duas tabelas: em cada arranjo e condição, quantas sementes terminaram **presas no
+# chute** (acurácia de validação final abaixo de 40 %, perto de 1/3):
+
+# %%
+def presas_no_chute(resultado):
+    return {condicao: f"{sum(h.val_accuracy[-1] < 0.4 for h in hs)} de {len(hs)}"
+            for condicao, hs in resultado.items()}
+
+
+{"Post-LN": presas_no_chute(post_ln), "Pre-LN": presas_no_chute(pre_ln)}
+
+# %% [markdown]
+# **O que medimos** (na CPU, com estas sementes; numa GPU os números mudam um pouco, e o que vale
+# são as tabelas e a contagem acima, não este parágrafo):
 #
 # - **Post-LN, sem aquecimento**: a perda sobe logo nos primeiros passos e fica parada em
 #   $\ln 3 \approx 1{,}10$ — a rede passa a prever sempre a mesma classe (acurácia ≈ 1/3) e não sai
@@ -653,7 +711,7 @@ summarize(pre_ln, EXPERIMENTO.seeds)
 #   procurar numa curva de perda.
 # - Noam: $\mathrm{lr}(s) = \text{factor}\cdot d_{\text{model}}^{-0{,}5}\min(s^{-0{,}5},
 #   s\cdot\text{warmup}^{-1{,}5})$, pico $\text{factor}\cdot(d_{\text{model}}\,\text{warmup})^{-0{,}5}$
-#   em $s = \text{warmup}$, e o passo 0 conta como 1.
+#   em $s = \text{warmup}$, e o passo 0 usa a taxa do passo 1 (`max(step, 1)`).
 # - No PyTorch: `LambdaLR` com a taxa base 1.0, Adam com $\beta = (0{,}9;\ 0{,}98)$ e
 #   $\epsilon = 10^{-9}$ como no artigo.
 # - Medido aqui: com Post-LN e um pico alto, sem aquecimento a rede ficou presa no chute; com
@@ -662,7 +720,7 @@ summarize(pre_ln, EXPERIMENTO.seeds)
 # ## Para ir além
 #
 # - A. Vaswani et al. (2017), *Attention Is All You Need*, NeurIPS — seção 5.3 (o otimizador e o
-#   agendamento) e 5.4 (dropout e suavização de rótulos).
+#   agendamento) e 5.4 (*dropout* e suavização de rótulos).
 # - R. Xiong et al. (2020), *On Layer Normalization in the Transformer Architecture*, ICML — por que o
 #   Post-LN precisa de aquecimento e o Pre-LN não.
 # - L. Liu et al. (2020), *On the Variance of the Adaptive Learning Rate and Beyond*, ICLR — a variância

@@ -223,6 +223,26 @@ def test_scheduler_mistakes_rejected(kind, match):
     _reject(ch06.check_make_warmup_scheduler, _sched_wrong(kind), match)
 
 
+def sched_lr_after(optimizer, d_model, warmup_steps, factor=1.0):
+    """O erro do aluno: `lr = 1.0` posto depois de criar o LambdaLR (que já guardou a taxa base)."""
+    sched = LambdaLR(optimizer, lambda s: training.noam_lr(s, d_model, warmup_steps, factor))
+    for g in optimizer.param_groups:
+        g["lr"] = 1.0
+    return sched
+
+
+def test_scheduler_lr_set_after_lambdalr_is_named():
+    """O LambdaLR guarda a taxa base quando é criado: `lr = 1.0` depois dele vale até o 1º step."""
+    _reject(ch06.check_make_warmup_scheduler, sched_lr_after, "DEPOIS de criar o `LambdaLR`")
+    _reject(ch06.check_make_warmup_scheduler_hidden, sched_lr_after, "DEPOIS de criar o `LambdaLR`")
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.123)
+    sched = sched_lr_after(optimizer, 64, 5)
+    assert sched.base_lrs == [0.123] and optimizer.param_groups[0]["lr"] == 1.0
+    optimizer.step()
+    sched.step()
+    assert math.isclose(optimizer.param_groups[0]["lr"], 0.123 * training.noam_lr(1, 64, 5))
+
+
 def test_scheduler_first_group_only_rejected_hidden():
     fn = _sched_wrong("first_group")
     ch06.check_make_warmup_scheduler(fn)  # um grupo só: não dá para ver

@@ -56,6 +56,12 @@ def test_dataset_signal_fractions():
     assert own / n_real == pytest.approx(0.3, abs=0.02)
     assert (counts.sum().item() - own) / n_real == pytest.approx(0.2, abs=0.02)
     assert 0.5 < data.counting_baseline() < 1.0
+    # a regra da contagem em qualquer subconjunto (o notebook a mede só no teste)
+    assert D.counting_accuracy(data.token_ids, data.labels, cfg) == pytest.approx(data.counting_baseline())
+    _, _, test = D.split_dataset(data, seed=0)
+    ids, labels = test.tensors
+    by_hand = (D.band_counts(ids, cfg).argmax(-1) == labels).float().mean().item()
+    assert D.counting_accuracy(ids, labels, cfg) == pytest.approx(by_hand) and len(labels) == 600
 
 
 def test_decode_names_tokens():
@@ -183,6 +189,50 @@ def test_fit_keeps_best_state_in_memory_and_writes_no_files(tmp_path, monkeypatc
     assert all(v.device.type == "cpu" for v in h.best_state.values())
     first_key = next(iter(h.best_state))
     assert h.best_state[first_key].data_ptr() != model.state_dict()[first_key].data_ptr()
+
+
+def test_fit_with_a_student_loop_logs_every_step_like_the_reference():
+    """`fit` com laço e avaliação "do aluno" (outras funções, sem `step_log`) dá o mesmo histórico."""
+
+    def my_train(model, loader, optimizer, scheduler, loss_fn, max_grad_norm=1.0):
+        return T.train_epoch(model, loader, optimizer, scheduler, loss_fn, max_grad_norm)
+
+    def my_eval(model, loader, loss_fn):
+        return T.evaluate(model, loader, loss_fn)
+
+    histories = []
+    for train_fn, eval_fn in ((T.train_epoch, T.evaluate), (my_train, my_eval)):
+        torch.manual_seed(0)
+        model, train, val = _tiny_setup()
+        opt = torch.optim.Adam(model.parameters(), betas=T.ADAM_BETAS, eps=T.ADAM_EPS)
+        sched = T.make_warmup_scheduler(opt, 16, 5)
+        histories.append(
+            T.fit(model, train, val, opt, sched, nn.CrossEntropyLoss(), 2, progress=False,
+                  train_fn=train_fn, eval_fn=eval_fn)
+        )  # fmt: skip
+    ref, mine = histories
+    assert len(mine.step_lr) == 2 * len(train) and mine.step_lr == pytest.approx(ref.step_lr)
+    assert mine.step_loss == pytest.approx(ref.step_loss) and mine.val_loss == pytest.approx(ref.val_loss)
+
+
+def test_student_or_reference_uses_the_student_only_when_the_visible_check_passes(capsys):
+    from transformer_course.checks import ch06
+
+    def mine(model, loader, loss_fn):
+        return T.evaluate(model, loader, loss_fn)
+
+    def stub(model, loader, loss_fn):
+        raise NotImplementedError()
+
+    def wrong(model, loader, loss_fn):  # esquece o modo de avaliação
+        return {"loss": 0.0, "accuracy": 0.0}
+
+    assert T.student_or_reference(mine, ch06.check_evaluate, T.evaluate, "evaluate") is mine
+    assert "usando a sua versão" in capsys.readouterr().out
+    for fn, why in ((stub, "não implementou"), (wrong, "falhou"), (None, "")):
+        assert T.student_or_reference(fn, ch06.check_evaluate, T.evaluate, "evaluate") is T.evaluate
+        out = capsys.readouterr()
+        assert "usando a versão do pacote" in out.out and why in out.out and out.err == ""
 
 
 def test_experiment_conditions_share_initialisation_and_batches():

@@ -29,6 +29,7 @@ __all__ = [
     "TokenTaskConfig",
     "TokenClassificationData",
     "class_counts",
+    "counting_accuracy",
     "make_loader",
     "make_loaders",
     "split_dataset",
@@ -100,15 +101,31 @@ class TokenClassificationData:
 
     def band_counts(self) -> torch.Tensor:
         """(N, C): quantos tokens de cada faixa de classe há em cada sequência."""
-        cfg = self.config
-        band = (self.token_ids - cfg.first_class_token).div(cfg.band_size, rounding_mode="floor")
-        in_band = self.token_ids >= cfg.first_class_token  # (N, T)
-        one_hot = torch.nn.functional.one_hot(band.clamp(min=0), cfg.n_classes)  # (N, T, C)
-        return (one_hot * in_band.unsqueeze(-1)).sum(dim=1)  # (N, T, C) -> (N, C)
+        return band_counts(self.token_ids, self.config)
 
     def counting_baseline(self) -> float:
         """Acurácia de uma regra sem aprendizado: "a faixa que mais aparece" (empate: a menor)."""
-        return (self.band_counts().argmax(dim=-1) == self.labels).float().mean().item()
+        return counting_accuracy(self.token_ids, self.labels, self.config)
+
+
+def band_counts(token_ids: torch.Tensor, config: TokenTaskConfig) -> torch.Tensor:
+    """(N, T) -> (N, C): quantos tokens de cada faixa de classe há em cada sequência."""
+    cfg = config
+    band = (token_ids - cfg.first_class_token).div(cfg.band_size, rounding_mode="floor")
+    in_band = token_ids >= cfg.first_class_token  # (N, T)
+    one_hot = torch.nn.functional.one_hot(band.clamp(min=0), cfg.n_classes)  # (N, T, C)
+    return (one_hot * in_band.unsqueeze(-1)).sum(dim=1)  # (N, T, C) -> (N, C)
+
+
+def counting_accuracy(token_ids: torch.Tensor, labels: torch.Tensor, config: TokenTaskConfig) -> float:
+    """Acurácia da regra "a faixa que mais aparece" (empate: a menor) em qualquer subconjunto.
+
+    Para os dados deste módulo é a regra de Bayes: cada token da faixa da própria classe tem
+    probabilidade ``p_signal`` e cada faixa de outra classe ``p_confuser / (C - 1)``, então a
+    verossimilhança de uma classe só cresce com a contagem da sua faixa (se ``p_signal`` for maior).
+    Nos empates, qualquer escolha entre as empatadas acerta, em média, o mesmo.
+    """
+    return (band_counts(token_ids, config).argmax(dim=-1) == labels).float().mean().item()
 
 
 def make_token_classification(

@@ -15,6 +15,8 @@ e depois cai como 1/√passo. O passo 0 conta como passo 1 (senão 0^-0.5 divide
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ __all__ = [
     "noam_peak",
     "no_warmup_lr",
     "run_warmup_experiment",
+    "student_or_reference",
     "summarize",
     "train_epoch",
 ]
@@ -174,6 +177,49 @@ def evaluate(model: nn.Module, loader: Iterable, loss_fn: Callable) -> dict[str,
     return {"loss": total_loss / max(n_batches, 1), "accuracy": correct / max(seen, 1)}
 
 
+# ---------------------------------------------------------------- a versão do aluno ou a do pacote
+
+
+def student_or_reference(student_fn: Callable | None, check_fn: Callable, reference_fn: Callable, name: str):
+    """A função do aluno, se ela passar nos testes visíveis (``check_fn``); senão, a do pacote.
+
+    Imprime uma linha dizendo qual versão será usada e, na volta para a do pacote, a primeira
+    linha da mensagem do teste. Serve às demonstrações: o notebook roda mesmo antes de o aluno
+    terminar o exercício, e usa o código dele assim que ele funciona.
+    """
+    if student_fn is None or student_fn is reference_fn:
+        print(f"`{name}`: usando a versão do pacote.")
+        return reference_fn
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            check_fn(student_fn)
+    except Exception as exc:  # noqa: BLE001 - qualquer falha do teste visível volta à referência
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        why = lines[0] if lines else type(exc).__name__
+        print(f"`{name}`: usando a versão do pacote; a sua ainda não passa nos testes visíveis ({why}).")
+        return reference_fn
+    print(f"`{name}`: usando a sua versão (ela passou nos testes visíveis).")
+    return student_fn
+
+
+class _LoggedLoss:
+    """A função de perda, registrando (perda do lote, taxa em vigor) a cada chamada com gradientes.
+
+    Permite a ``fit`` guardar a perda e a taxa de cada passo também quando o laço de treino é o
+    do aluno, que não recebe ``step_log``: a perda é calculada antes de ``optimizer.step()``, então a
+    taxa lida nesse momento é a usada no passo.
+    """
+
+    def __init__(self, loss_fn: Callable, optimizer: torch.optim.Optimizer, log: list):
+        self.loss_fn, self.optimizer, self.log = loss_fn, optimizer, log
+
+    def __call__(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        loss = self.loss_fn(logits, targets)
+        if torch.is_grad_enabled():
+            self.log.append((loss.item(), self.optimizer.param_groups[0]["lr"]))
+        return loss
+
+
 # ---------------------------------------------------------------- várias épocas
 
 
@@ -220,6 +266,7 @@ def fit(
 
     A barra de progresso (``tqdm.auto``) mostra a época e as perdas. O "melhor" é a menor perda
     de validação; ``history.best_state`` pode ser carregado com ``model.load_state_dict``.
+    ``train_fn`` e ``eval_fn`` podem ser as funções do aluno (mesma assinatura dos exercícios).
     """
     from tqdm.auto import tqdm
 
@@ -230,7 +277,8 @@ def fit(
         if train_fn is train_epoch:
             train = train_fn(model, train_loader, optimizer, scheduler, loss_fn, max_grad_norm, log)
         else:
-            train = train_fn(model, train_loader, optimizer, scheduler, loss_fn, max_grad_norm)
+            logged = _LoggedLoss(loss_fn, optimizer, log)
+            train = train_fn(model, train_loader, optimizer, scheduler, logged, max_grad_norm)
         val = eval_fn(model, val_loader, loss_fn)
         history.train_loss.append(train["loss"])
         history.train_accuracy.append(train["accuracy"])

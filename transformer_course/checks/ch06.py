@@ -78,7 +78,7 @@ _not_reference = expect_not_reference
 
 
 def _noam(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
-    """A fórmula de Noam por extenso, com o passo 0 contado como passo 1."""
+    """A fórmula de Noam por extenso; o passo 0 usa a taxa do passo 1 (``max(step, 1)``)."""
     s = max(step, 1)
     return factor * d_model**-0.5 * min(s**-0.5, s * warmup**-1.5)
 
@@ -107,7 +107,7 @@ def _noam_mistakes(steps, d, w, f) -> list[tuple[str, Callable[[int], float]]]:
             lambda s: f * d**-0.5 * min(safe(s) ** -1.0, safe(s) * w**-1.5),
         ),
         (
-            "a curva deslocada um passo: você usou step + 1 (só o passo 0 vira passo 1)",
+            "a curva deslocada um passo: você usou step + 1 (use max(step, 1): só o passo 0 muda)",
             lambda s: _noam(s + 1, d, w, f),
         ),
         ("a curva deslocada um passo: você usou step - 1", lambda s: _noam(s - 1, d, w, f)),
@@ -141,10 +141,10 @@ def _run_noam(fn: Callable, steps, d: int, w: int, f: float | None) -> None:
     kwargs = {} if f is None else {"factor": f}
     f_val = 1.0 if f is None else f
     extra = "" if f is None else f", factor={f}"
-    tried0 = f"noam_lr(0, d_model={d}, warmup_steps={w}{extra}) — o passo 0 conta como passo 1"
+    tried0 = f"noam_lr(0, d_model={d}, warmup_steps={w}{extra}) — o passo 0 conta como passo 1: max(step, 1)"
     zero_hint = (
         "divisão por zero no passo 0: 0^-0.5 não existe. O `LambdaLR` chama a sua função com o "
-        "passo 0 logo na criação; trate o passo 0 como passo 1 (por exemplo `step = max(step, 1)`)."
+        "passo 0 logo na criação; calcule com `step = max(step, 1)` (o passo 0 usa a taxa do passo 1)."
     )
     value0 = _as_number(
         _quiet_call(fn, NOAM, tried0, 0, d, w, hint_on_error=zero_hint, **kwargs), NOAM, tried0
@@ -154,14 +154,14 @@ def _run_noam(fn: Callable, steps, d: int, w: int, f: float | None) -> None:
         raise CheckFailure(
             f"`{NOAM}` falhou.\nTeste: {tried0}\nEsperado {expected0:.6g}, obtido {value0!r}.\n"
             "Diagnóstico provável: no passo 0 a fórmula dá 0 (ou infinito): a rede não aprenderia "
-            "nada no primeiro passo. O passo 0 conta como passo 1."
+            "nada no primeiro passo. O passo 0 conta como passo 1: `step = max(step, 1)`."
         )
-    tried = f"noam_lr(step, d_model={d}, warmup_steps={w}{extra}) nos passos {list(steps)}"
+    all_steps = [0, *steps]
+    tried = f"noam_lr(step, d_model={d}, warmup_steps={w}{extra}) nos passos {all_steps}"
     values = []
     for s in steps:
         values.append(_as_number(_quiet_call(fn, NOAM, tried, s, d, w, **kwargs), NOAM, tried))
     got = torch.tensor([value0, *values], dtype=torch.float64)
-    all_steps = [0, *steps]
     expected = torch.tensor([_noam(s, d, w, f_val) for s in all_steps], dtype=torch.float64)
     mistakes = [
         Mistake(label, torch.tensor([g(s) for s in all_steps], dtype=torch.float64))
@@ -171,8 +171,8 @@ def _run_noam(fn: Callable, steps, d: int, w: int, f: float | None) -> None:
         got,
         expected,
         NOAM,
-        tried + " (posição 0 da lista = passo 0)",
-        "a sequência de taxas",
+        tried,
+        "`noam_lr(step)`",
         mistakes,
         rtol=1e-6,
         atol=0.0,
@@ -270,7 +270,7 @@ def _lr_sequence(fn: Callable, lrs, d, w, f, k_max, optimizer_cls=torch.optim.SG
         w,
         **kwargs,
         hint_on_error="o `LambdaLR` chama a função com o passo 0 logo na criação: a sua `noam_lr` "
-        "precisa aceitar o passo 0 (ele conta como passo 1).",
+        "precisa aceitar o passo 0 (com `max(step, 1)`, ele usa a taxa do passo 1).",
     )
     expect(
         isinstance(scheduler, LambdaLR),
@@ -317,7 +317,15 @@ def _run_scheduler(fn: Callable, lrs, d, w, f, k_max, optimizer_cls=torch.optim.
     expected = seq(lambda k: _noam(k, d, w, f_val))
     first_only = expected.clone()
     first_only[:, 1:] = base[1:] * expected[:, 1:]
+    set_after = base * expected  # lr = 1.0 depois do LambdaLR: vale só até o primeiro step()
+    set_after[0] = 1.0
     mistakes = [
+        Mistake(
+            "o efeito de `lr = 1.0` posto DEPOIS de criar o `LambdaLR`: ele guarda a taxa base de cada grupo "
+            "quando é criado (`scheduler.base_lrs`), e o primeiro `scheduler.step()` volta a usar a "
+            "taxa antiga; ponha `lr = 1.0` em todo grupo ANTES de criar o agendador",
+            set_after,
+        ),
         Mistake(
             "a taxa base do otimizador mantida: o `LambdaLR` MULTIPLICA a taxa base pela sua "
             "função; ponha `lr = 1.0` em todo grupo antes de criar o agendador",
@@ -344,7 +352,7 @@ def _run_scheduler(fn: Callable, lrs, d, w, f, k_max, optimizer_cls=torch.optim.
         expected,
         SCHED,
         tried + " (linha k = taxa de cada grupo após k passos)",
-        "a taxa de aprendizado",
+        '`group["lr"]` após k passos',
         mistakes,
         rtol=1e-6,
         atol=0.0,
