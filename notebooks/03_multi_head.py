@@ -18,7 +18,7 @@
 #
 # 1. explicar por que uma única atenção mistura relações diferentes e como várias cabeças evitam isso;
 # 2. escrever as projeções $W^Q$, $W^K$, $W^V$, $W^O$ e a separação e junção das cabeças, com as formas
-#    certas — e dizer por que um `view` sem `transpose` embaralha tokens e cabeças sem dar erro;
+#    certas — e dizer por que um `view` sem `transpose` embaralha *tokens* e cabeças sem dar erro;
 # 3. mostrar que o número de parâmetros, $4\,d_{model}^2$ mais os vieses, não depende do número de cabeças;
 # 4. construir uma `MultiHeadAttention` idêntica ao `nn.MultiheadAttention` do PyTorch (sem *dropout*
 #    ativo: em modo de avaliação ou com `dropout=0`) e traduzir as convenções de máscara entre as duas;
@@ -119,7 +119,7 @@ torch.cat([saida1, saida2], dim=-1).round(decimals=2)  # (1, 4) e (1, 4) -> (1, 
 #
 # com $W_i^Q, W_i^K \in \mathbb{R}^{d_{model} \times d_k}$, $W_i^V \in \mathbb{R}^{d_{model} \times d_v}$ e
 # $W^O \in \mathbb{R}^{H d_v \times d_{model}}$. No artigo, $d_k = d_v = d_{model}/H$ ($512/8 = 64$).
-# Os tokens são **linhas** de $Q$, $K$ e $V$, e uma projeção multiplica pela direita: $Q W_i^Q$. É a
+# Os *tokens* são **linhas** de $Q$, $K$ e $V$, e uma projeção multiplica pela direita: $Q W_i^Q$. É a
 # convenção do curso inteiro, a mesma do código (`x @ W`). Um detalhe do PyTorch: `nn.Linear`
 # guarda a transposta, `weight` de forma (saída, entrada), e calcula `x @ weight.T + bias`.
 # Repare: cada cabeça projeta as consultas com **a sua** $W_i^Q$, as chaves com $W_i^K$ e os valores
@@ -143,7 +143,7 @@ torch.cat([saida1, saida2], dim=-1).round(decimals=2)  # (1, 4) e (1, 4) -> (1, 
 # ## 3. Separar e juntar as cabeças
 #
 # Separar é dividir o último eixo, $D$, em $(H, D_k)$ e depois trazer o eixo das cabeças para antes do
-# eixo dos tokens:
+# eixo dos *tokens*:
 #
 # ```python
 # x.view(B, T, H, Dk)   # (B, T, D) -> (B, T, H, Dk): só reinterpreta o último eixo
@@ -152,15 +152,15 @@ torch.cat([saida1, saida2], dim=-1).round(decimals=2)  # (1, 4) e (1, 4) -> (1, 
 #
 # O atalho tentador, `x.view(B, H, T, Dk)`, **não dá erro** (a quantidade de números é a mesma) e
 # produz um tensor da forma certa — mas com o conteúdo errado. `view` não move nenhum número: ele só
-# relê a memória, que está na ordem token por token, em outra forma. A figura mostra um $x$ de 4 tokens
-# e 8 colunas; cada célula diz de que token (t) e coluna (d) veio o número, e a cor é o token.
+# relê a memória, que está na ordem *token* por *token*, em outra forma. A figura mostra um $x$ de 4 *tokens*
+# e 8 colunas; cada célula diz de que *token* (t) e coluna (d) veio o número, e a cor é o *token*.
 
 # %%
 plots.head_split_figure(seq_len=4, d_model=8, n_heads=2)
 
 # %% [markdown]
-# Com `view` + `transpose`, cada cabeça tem os 4 tokens, cada um com as suas colunas (a cabeça 0 as
-# colunas 0–3, a cabeça 1 as colunas 4–7). Com o `view` direto, a "cabeça 0" recebe só os tokens 0 e 1,
+# Com `view` + `transpose`, cada cabeça tem os 4 *tokens*, cada um com as suas colunas (a cabeça 0 as
+# colunas 0–3, a cabeça 1 as colunas 4–7). Com o `view` direto, a "cabeça 0" recebe só os *tokens* 0 e 1,
 # cada um partido em duas "posições". A rede ainda treina — só que sobre uma sequência embaralhada:
 # nenhuma mensagem de erro, apenas um modelo pior. Por isso a correção compara com o PyTorch, e não só
 # as formas.
@@ -173,7 +173,7 @@ plots.head_split_figure(seq_len=4, d_model=8, n_heads=2)
 # ### Exercício 1 — `split_heads` (3 pontos)
 #
 # Escreva `split_heads(x, n_heads)`: recebe `x` de forma $(B, T, D)$ e devolve $(B, H, T, D_k)$, em que
-# a cabeça $h$ tem as colunas $h \cdot D_k$ a $(h+1) \cdot D_k - 1$ de cada token.
+# a cabeça $h$ tem as colunas $h \cdot D_k$ a $(h+1) \cdot D_k - 1$ de cada *token*.
 # Se $D$ não for divisível por `n_heads`, levante `ValueError` com uma mensagem em português.
 # Não modifique `x`. Deve funcionar em float32 e float64, com `x` contíguo ou não (vindo de um
 # `transpose`, por exemplo), e deixar o gradiente passar (só operações do PyTorch).
@@ -202,7 +202,7 @@ check_split_heads_hidden(split_heads)
 # ### Exercício 2 — `merge_heads` (2 pontos)
 #
 # Escreva `merge_heads(x)`: recebe $(B, H, T, D_k)$ e devolve $(B, T, H \cdot D_k)$, com as cabeças lado a
-# lado em cada token — o inverso exato de `split_heads`. Não modifique `x`. Como no exercício 1:
+# lado em cada *token* — o inverso exato de `split_heads`. Não modifique `x`. Como no exercício 1:
 # float32 e float64, qualquer $H$ (inclusive 1) e $D_k$ (inclusive 1), e o gradiente passa.
 
 # %% nbgrader={"grade": false, "grade_id": "merge_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -390,8 +390,8 @@ saida_float, _ = torch_mha(x, x, x, attn_mask=aditiva)  # 0 ou -inf somado aos s
 [(s - saida_ref).abs().max().item() for s in (saida_bool, saida_float)]
 
 # %% [markdown]
-# E o *padding*: na nossa convenção uma máscara $(B, 1, 1, T_k)$ com True nos tokens reais; no
-# `key_padding_mask`, $(B, T_k)$ com True nos tokens de *padding*.
+# E o *padding*: na nossa convenção uma máscara $(B, 1, 1, T_k)$ com True nos *tokens* reais; no
+# `key_padding_mask`, $(B, T_k)$ com True nos *tokens* de *padding*.
 
 # %%
 reais = torch.tensor([[True, True, True, True, True], [True, True, True, False, False]])  # (B, Tk)
@@ -432,7 +432,7 @@ sum(p.numel() for p in nn.MultiheadAttention(d_model, 8).parameters())
 # ## 7. O que as cabeças aprendem
 #
 # Uma tarefa pequena, feita para que uma cabeça só **não** consiga: cada posição precisa dizer qual é o
-# token **anterior** e qual é o **seguinte**. O modelo é mínimo — *embedding* do token + codificação
+# *token* **anterior** e qual é o **seguinte**. O modelo é mínimo — *embedding* do *token* + codificação
 # posicional aprendida, **uma** camada de atenção, e uma leitura linear; sem conexão residual, então tudo o que a
 # posição $t$ sabe dos vizinhos passa pela atenção. Treinamos o mesmo modelo com
 # $H \in \{1, 2, 4, 8, 16\}$ e $d_{model} = 16$, sobre sequências aleatórias das 12 palavras de `VOCAB`:
@@ -460,8 +460,8 @@ plots.heads_tradeoff_figure(resultados, cfg.d_model)
 # %% [markdown]
 # **Leitura da figura.** À esquerda, o mesmo número de parâmetros para todo $H$. À direita, a acurácia
 # (os números exatos estão na célula do treino, acima; variam um pouco de máquina para máquina, e os
-# testes do curso conferem, com o treino completo, que $H = 2$ passa de 97 % e que $H = 1$ e
-# $H = 16$ ficam abaixo de 80 %):
+# testes do curso conferem, com o treino completo, que $H = 2$ passa de 97 %, $H = 4$ e $H = 8$ de
+# 95 %, e que $H = 1$ e $H = 16$ ficam abaixo de 80 %):
 #
 # - **$H = 1$** fica bem abaixo dos outros. A cabeça precisa olhar para dois lugares; se divide os pesos, a saída
 #   é a soma dos dois vizinhos, e uma soma é simétrica — "gata antes, sofá depois" e "sofá antes, gata
@@ -502,7 +502,7 @@ seguinte = pesos_1[0, 0, torch.arange(T_frase - 1), torch.arange(1, T_frase)]  #
 # %% [markdown]
 # Cada linha reparte o peso entre a palavra anterior e a seguinte (as médias acima): a média que
 # apaga a ordem. Em modelos de verdade, treinados com texto, aparecem cabeças parecidas com essas
-# (olhar para o token anterior ou seguinte) e outras que seguem relações sintáticas, como verbo → objeto
+# (olhar para o *token* anterior ou seguinte) e outras que seguem relações sintáticas, como verbo → objeto
 # ou determinante → substantivo (Clark et al., 2019; Voita et al., 2019). Também se mede que muitas
 # cabeças podem ser removidas depois do treino com pouca perda (Michel et al., 2019): nem toda cabeça
 # se especializa em algo útil.
@@ -535,7 +535,7 @@ heads_widget(SENTENCE, resultados, cfg)
 # diferentes, a média as soma num vetor só e a distinção se perde. Com $H$ cabeças, cada consulta tem
 # $H$ distribuições independentes, e as saídas são concatenadas em colunas separadas, sem se misturar.
 # O custo em parâmetros é o mesmo ($4d^2 + 4d$, as mesmas matrizes cortadas em fatias). Na tarefa dos
-# vizinhos, $H = 1$ ficou abaixo de 80 % e $H = 2$ a $8$ perto de 100 % (o aluno deve citar os números
+# vizinhos, $H = 1$ ficou abaixo de 80 % e $H = 2$ a $8$ acima de 95 % (o aluno deve citar os números
 # da sua execução). No extremo $H = d_{model}$, cada cabeça tem $d_k = 1$: o score é o produto de dois
 # números e a cabeça não consegue expressar padrões como "a posição anterior" (posto baixo); a
 # acurácia caiu de novo (abaixo de 80 % com $H = 16$). Há um
@@ -578,19 +578,19 @@ heads_widget(SENTENCE, resultados, cfg)
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "q_view_bug", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
-# **Resposta modelo.** `view` não move dados: relê a memória, que está em ordem (token, coluna), como se
-# fosse (cabeça, token, coluna). A "cabeça 0" recebe então os primeiros $T/H$ tokens inteiros, cada um
-# partido em $H$ "posições", em vez de todos os $T$ tokens com as colunas $0 \ldots D_k-1$; tokens e
+# **Resposta modelo.** `view` não move dados: relê a memória, que está em ordem (*token*, coluna), como se
+# fosse (cabeça, *token*, coluna). A "cabeça 0" recebe então os primeiros $T/H$ *tokens* inteiros, cada um
+# partido em $H$ "posições", em vez de todos os $T$ *tokens* com as colunas $0 \ldots D_k-1$; *tokens* e
 # cabeças se misturam. Nenhum erro aparece porque o número de elementos é o mesmo e a forma final
 # é a esperada; o modelo treina porque as camadas seguintes se adaptam a qualquer permutação fixa,
-# mas a atenção passa a comparar pedaços de tokens errados (e uma máscara causal ou de *padding* deixa
-# de corresponder aos tokens). Pega o problema um teste de **valores**, não de formas: comparar com uma
+# mas a atenção passa a comparar pedaços de *tokens* errados (e uma máscara causal ou de *padding* deixa
+# de corresponder aos *tokens*). Pega o problema um teste de **valores**, não de formas: comparar com uma
 # referência (o `nn.MultiheadAttention` com os mesmos pesos, ou a separação feita com fatias), ou um
 # tensor rotulado como o da figura (x[t, d] = 10·t + d) e conferir que cada linha de cada cabeça vem de
-# um único token.
+# um único *token*.
 #
 # **Rubrica (2 pontos).**
-# - 1 ponto: explica que `view` reinterpreta a memória sem reordenar e que isso mistura tokens e
+# - 1 ponto: explica que `view` reinterpreta a memória sem reordenar e que isso mistura *tokens* e
 #   cabeças, sem erro porque o total de elementos coincide.
 # - 1 ponto: propõe um teste de valores (referência com pesos copiados, tensor rotulado, propriedade
 #   como equivariância a permutações). Zero neste item se o teste proposto só confere formas (o erro
@@ -605,7 +605,7 @@ heads_widget(SENTENCE, resultados, cfg)
 # - $\mathrm{head}_i = \mathrm{Attention}(QW_i^Q, KW_i^K, VW_i^V)$; na prática, uma `nn.Linear(D, D)` por
 #   projeção e as cabeças são fatias de $D_k = D/H$ colunas.
 # - Separar: `view(B, T, H, Dk).transpose(1, 2)`; juntar: `transpose(1, 2).reshape(B, T, D)`. Um `view`
-#   sem `transpose` não dá erro e embaralha tokens e cabeças.
+#   sem `transpose` não dá erro e embaralha *tokens* e cabeças.
 # - Parâmetros: $4D^2 + 4D$, para qualquer $H$. Cabeças finas demais ($d_k = 1$) perdem expressividade.
 # - Com os pesos copiados e sem *dropout* ativo (modo de avaliação ou `dropout=0`), o nosso módulo é
 #   igual ao `nn.MultiheadAttention`, desde que as máscaras sejam traduzidas: no curso True = pode
@@ -617,7 +617,7 @@ heads_widget(SENTENCE, resultados, cfg)
 # - A. Vaswani et al. (2017), *Attention Is All You Need*, NeurIPS — seção 3.2.2, a atenção com
 #   múltiplas cabeças.
 # - K. Clark, U. Khandelwal, O. Levy, C. D. Manning (2019), *What Does BERT Look At? An Analysis of
-#   BERT's Attention*, BlackboxNLP — cabeças que seguem o token anterior/seguinte, relações
+#   BERT's Attention*, BlackboxNLP — cabeças que seguem o *token* anterior/seguinte, relações
 #   sintáticas e correferência.
 # - E. Voita, D. Talbot, F. Moiseev, R. Sennrich, I. Titov (2019), *Analyzing Multi-Head Self-Attention:
 #   Specialized Heads Do the Heavy Lifting, the Rest Can Be Pruned*, ACL.

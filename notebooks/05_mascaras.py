@@ -21,7 +21,7 @@
 # 2. construir a máscara causal, a de *padding* e a combinação das duas, com **uma** convenção de
 #    formas que se difunde (*broadcasting*) sem surpresas;
 # 3. traduzir entre as convenções do PyTorch, que discordam entre si sobre o que `True` quer dizer;
-# 4. entender o que acontece com uma linha totalmente mascarada — NaN num softmax escrito à mão com
+# 4. entender o que acontece com uma linha totalmente mascarada — NaN num *softmax* escrito à mão com
 #    $-\infty$ (e no `nn.MultiheadAttention`), zeros no `F.scaled_dot_product_attention`, pesos
 #    uniformes (um vazamento) com $-10^9$ — e o que muda em float16; e escrever um softmax
 #    mascarado que devolve zeros;

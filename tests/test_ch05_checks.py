@@ -455,3 +455,21 @@ def test_valueerror_requirements_have_visible_tests():
     ):
         with pytest.raises(CheckFailure, match="ValueError"):
             check(fn)
+
+
+def test_error_in_backward_is_a_check_failure():
+    """Um erro que só aparece na retropropagação (aqui, um `masked_fill_` sobre a saída do softmax)
+    também vira CheckFailure com a mensagem em pt-BR."""
+    from transformer_course.feedback import CheckFailure
+
+    def in_place_on_output(scores, mask=None):
+        if mask is None:
+            return scores.softmax(-1)
+        empty = ~mask.any(-1, keepdim=True)
+        weights = scores.masked_fill(~mask, float("-inf")).masked_fill(empty, 0.0).softmax(-1)
+        weights.masked_fill_(~mask, 0.0)
+        return weights
+
+    ch05.check_masked_softmax(in_place_on_output)
+    with pytest.raises(CheckFailure, match="levantou RuntimeError"):
+        ch05.check_masked_softmax_hidden(in_place_on_output)

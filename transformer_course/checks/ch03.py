@@ -218,7 +218,7 @@ def check_split_heads_hidden(fn: Callable) -> None:
         "A saída não está ligada ao grafo de gradientes (use só operações do PyTorch, sem `.detach()`).",
     )
     weights = torch.arange(out.numel(), dtype=torch.float64).view(out.shape)
-    (out * weights).sum().backward()
+    _call(lambda: (out * weights).sum().backward(), SPLIT, tried)
     expect_close(x.grad, _merge_oracle(weights), SPLIT, tried, "o gradiente em `x`")
     n += 1
     passed(SPLIT, n, "(testes ocultos)")
@@ -311,7 +311,7 @@ def check_merge_heads_hidden(fn: Callable) -> None:
         "A saída não está ligada ao grafo de gradientes (use só operações do PyTorch, sem `.detach()`).",
     )
     weights = torch.arange(out.numel(), dtype=torch.float64).view(out.shape)
-    (out * weights).sum().backward()
+    _call(lambda: (out * weights).sum().backward(), MERGE, tried)
     expect_close(x.grad, _split_oracle(weights, 3), MERGE, tried, "o gradiente em `x`")
     n += 1
     passed(MERGE, n, "(testes ocultos)")
@@ -723,7 +723,7 @@ def check_multi_head_attention_hidden(cls) -> None:
         tried,
         "A saída não está ligada ao grafo de gradientes (sem `.detach()`, `.numpy()` ou `.item()`).",
     )
-    output.pow(2).sum().backward()
+    _call(lambda: output.pow(2).sum().backward(), MHA, tried)
     ref_out, _ = torch_mha(qo, kvo, kvo, attn_mask=~mask, need_weights=False)
     ref_out.pow(2).sum().backward()
     Wq, Wk, Wv = torch_mha.in_proj_weight.grad.chunk(3)

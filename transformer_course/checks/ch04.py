@@ -500,7 +500,7 @@ def check_feed_forward_hidden(cls: Callable) -> None:
         tried,
         "A saída não está ligada ao grafo de gradientes (sem `.detach()`, `.numpy()` ou `torch.no_grad()`).",
     )
-    out.pow(2).sum().backward()
+    call(lambda: out.pow(2).sum().backward(), FFN, tried)
     missing = [p for p, v in ffn.named_parameters() if v.grad is None]
     expect(not missing, FFN, tried, f"Estes parâmetros não receberam gradiente: {missing}.")
     n += 1
@@ -599,7 +599,7 @@ def _run_encoder(
     _close(weights, expected_w, ENC, tried, "os pesos de atenção `weights` (B, H, T, T)", lambda: lazy()[1])
     if grad:
         expect(out.requires_grad, ENC, tried, "A saída não está ligada ao grafo de gradientes.")
-        out.pow(2).sum().backward()
+        call(lambda: out.pow(2).sum().backward(), ENC, tried)
         expected.pow(2).sum().backward()
         expect_close(xs.grad, xo.grad, ENC, tried, "o gradiente em `x`")
         missing = [p for p, v in layer.named_parameters() if v.grad is None]
@@ -895,7 +895,7 @@ def _run_decoder(
     )
     if grad:
         expect(out.requires_grad, DEC, tried, "A saída não está ligada ao grafo de gradientes.")
-        out.pow(2).sum().backward()
+        call(lambda: out.pow(2).sum().backward(), DEC, tried)
         expected.pow(2).sum().backward()
         expect_close(xs.grad, xo.grad, DEC, tried, "o gradiente em `x`")
         expect(

@@ -673,9 +673,22 @@ def check_masked_softmax_hidden(fn: Callable) -> None:
         "A saída não está ligada ao grafo de gradientes (use só operações do PyTorch, "
         "sem `.detach()`, `.numpy()` ou `.item()`).",
     )
+    expect(
+        tuple(weights.shape) == tuple(base.shape),
+        SOFTMAX,
+        tried,
+        f"Esperava um tensor da forma de `scores`, {tuple(base.shape)}; veio {describe(weights)}.",
+    )
     probe = torch.randn(base.shape, generator=seeded_generator(86), dtype=base.dtype)
-    (weights * probe).sum().backward()
+    call(lambda: (weights * probe).sum().backward(), SOFTMAX, tried)
     (_softmax_oracle(ref, mask) * probe).sum().backward()
+    expect(
+        mine.grad is not None,
+        SOFTMAX,
+        tried,
+        "Nenhum gradiente chegou a `scores`.",
+        "a saída precisa ser calculada a partir de `scores` com operações do PyTorch (sem `.detach()`).",
+    )
     expect(
         bool(torch.isfinite(mine.grad).all()),
         SOFTMAX,
