@@ -70,8 +70,11 @@ def ambiente_dos_usuarios(estado: Path) -> Path:
     É o ``.venv`` do curso, quando o interpretador dele é legível por todos. Quando não é (por
     exemplo, um Python do pyenv em ``/root``, fechado aos outros usuários), cria em
     ``<estado>/ambiente`` um ambiente-sombra: o ``python3.X`` do sistema com os *mesmos* pacotes
-    (``site-packages``, ``share`` e ``etc`` são ligações simbólicas para os do ``.venv``) e os
-    executáveis do ``.venv`` (``jupyterhub-singleuser``, ``nbgrader``, ``alembic``...) apontando para ele.
+    (``site-packages`` é uma cópia por ligações físicas, ``cp -al``: segundos e nenhum byte a mais;
+    ``share`` e ``etc`` são ligações simbólicas) e os executáveis do ``.venv`` (``jupyterhub-singleuser``,
+    ``nbgrader``, ``alembic``...) apontando para ele. É refeito quando o ``.venv`` é reinstalado.
+    Ligações físicas, e não simbólicas, porque a correção confinada (bubblewrap) monta só o prefixo
+    do Python em uso: uma ligação simbólica para fora dele ficaria quebrada dentro do confinamento.
     """
     course_bin = venv_bin()
     if _readable_by_others(course_bin / "python"):
@@ -87,11 +90,17 @@ def ambiente_dos_usuarios(estado: Path) -> Path:
     shadow = estado / "ambiente"
     site = shadow / "lib" / version / "site-packages"
     course_prefix = course_bin.parent
+    stamp = course_prefix / ".instalado"
+    built = shadow / ".feito"
+    if built.exists() and stamp.exists() and built.stat().st_mtime < stamp.stat().st_mtime:
+        shutil.rmtree(shadow)  # o .venv mudou: refaz
     if not (shadow / "bin" / "python").exists():
         subprocess.run([str(system_python), "-m", "venv", "--without-pip", str(shadow)], check=True)
-    if not site.is_symlink():
+    if not built.exists():
         shutil.rmtree(site)
-        site.symlink_to(course_prefix / "lib" / version / "site-packages")
+        course_site = course_prefix / "lib" / version / "site-packages"
+        subprocess.run(["cp", "-al", str(course_site), str(site)], check=True)
+        built.touch()
     for part in ("share", "etc"):
         if not (shadow / part).is_symlink():
             (shadow / part).symlink_to(course_prefix / part)
@@ -107,9 +116,9 @@ def ambiente_dos_usuarios(estado: Path) -> Path:
         target = shadow / "bin" / script.name
         target.write_text(f"#!{shadow / 'bin' / 'python'}\n" + text.split("\n", 1)[1])
         target.chmod(0o755)
-    for path in [shadow, *shadow.rglob("*")]:
+    for path in [shadow, shadow / "bin", *(shadow / "bin").iterdir(), *shadow.glob("lib*")]:
         if not path.is_symlink():
-            path.chmod(path.stat().st_mode | 0o005 if path.is_dir() else path.stat().st_mode | 0o004)
+            path.chmod(path.stat().st_mode | (0o005 if path.is_dir() else 0o004))
     return shadow / "bin"
 
 
