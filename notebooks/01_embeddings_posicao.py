@@ -114,8 +114,9 @@ torch.allclose(saida_b, saida_a[perm], atol=1e-6)
 
 # %% [markdown]
 # `True`: a saída da frase B é exatamente a saída da frase A com as linhas trocadas. Em particular,
-# "cachorro" recebe **o mesmo vetor** nas duas frases (a diferença abaixo é só arredondamento do
-# float32, da ordem de $10^{-8}$) — o modelo não tem como saber quem mordeu quem:
+# "cachorro" recebe **o mesmo vetor** nas duas frases (a diferença impressa abaixo é só o
+# arredondamento do float32, perto do seu épsilon, $\approx 10^{-7}$) — o modelo não tem como saber
+# quem mordeu quem:
 
 # %%
 (saida_a[1] - saida_b[4]).abs().max().item()  # "cachorro" na frase A (posição 1) e na B (posição 4)
@@ -138,8 +139,8 @@ torch.allclose(com_pos_b, com_pos_a[perm], atol=1e-6), (com_pos_a[1] - com_pos_b
 # segunda vê duas... Haviv et al. (2022) treinaram modelos de linguagem causais **sem nenhuma**
 # codificação posicional e obtiveram perplexidades próximas às dos modelos com posição; sondas
 # treinadas sobre as camadas internas recuperaram a posição absoluta. Kazemnejad et al. (2023) foram
-# além: em tarefas sintéticas de raciocínio e aritmética, esses modelos generalizaram para sequências mais longas que as do treino melhor
-# que os com codificação explícita. A codificação posicional continua sendo o padrão, mas
+# além: em tarefas sintéticas de raciocínio e aritmética, esses modelos generalizaram para sequências
+# mais longas que as do treino melhor que os com codificação explícita. A codificação posicional continua sendo o padrão, mas
 # "sem posição o *Transformer* não vê a ordem" é uma afirmação sobre a atenção sem máscara.
 #
 # Há duas famílias de solução, e este capítulo constrói as duas:
@@ -308,7 +309,8 @@ check_token_embedding_hidden(TokenEmbedding)
 #
 # - seno nas colunas pares, cosseno nas ímpares, as duas colunas de um par com a **mesma** frequência;
 # - posições $0, 1, \ldots, T-1$; dtype float32 (o padrão do PyTorch);
-# - `d_model` ímpar ou não positivo, ou `max_len` não positivo: `ValueError` com mensagem em português.
+# - `d_model` ímpar ou não positivo, ou `max_len` não positivo: `ValueError` com mensagem em português;
+# - escreva a sua: a correção recusa a versão do pacote (`ref.sinusoidal_encoding`).
 #
 # Dica: monte as posições como uma coluna $(T, 1)$ e as frequências como uma linha $(D/2,)$; o produto
 # difunde para $(T, D/2)$. Depois intercale seno e cosseno (fatiamento `[:, 0::2]`, ou `torch.stack`).
@@ -686,7 +688,7 @@ diferentes, iguais
 # uma **coluna** de $W_Q$, então a permutação age nas colunas de $W_Q$ e $W_K$ (dentro de cada
 # cabeça) — que são as **linhas** de `nn.Linear.weight`, guardado como (saída, entrada). É o que faz
 # o script que converte os pesos do LLaMA original para o Hugging Face. Misturar as convenções sem
-# essa permutação, por outro lado, produz um modelo que parece funcionar e gera lixo.
+# essa permutação, por outro lado, produz um modelo que roda sem erro nenhum e gera lixo.
 
 # %% [markdown]
 # ## 6. ALiBi: um viés linear nos scores

@@ -57,8 +57,8 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device}")
 # e uma relação entre palavras distantes passa por muitos passos, diluindo-se no caminho.
 #
 # Em "A gata que a menina adotou **dormiu** no sofá", quem dormiu foi a gata — cinco posições
-# antes do verbo, com quatro palavras no meio. A atenção resolve isso de outro jeito: **cada posição olha diretamente para
-# todas as outras** e decide quanto cada uma importa. O caminho entre quaisquer duas palavras
+# antes do verbo, com quatro palavras no meio. A atenção resolve isso de outro jeito: **cada
+# posição olha diretamente para todas as outras** e decide quanto cada uma importa. O caminho entre quaisquer duas palavras
 # tem comprimento 1, e todas as posições são calculadas ao mesmo tempo.
 
 # %% [markdown]
@@ -116,7 +116,7 @@ plots.soft_lookup_bars(nomes, pesos, "Consulta “tigre”: quanto cada chave pe
 #
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V$$
 #
-# - $S = QK^\top/\sqrt{d_k}$ tem forma $(T_q, T_k)$: o score de cada consulta com cada chave;
+# - os scores $QK^\top/\sqrt{d_k}$ têm forma $(T_q, T_k)$: o score de cada consulta com cada chave;
 # - o softmax é aplicado **em cada linha** (sobre as chaves, `dim=-1`): cada consulta distribui
 #   uma unidade de atenção entre as chaves;
 # - os pesos $(T_q, T_k)$ multiplicam $V$ $(T_k, d_v)$ e a saída tem forma $(T_q, d_v)$.
@@ -239,9 +239,9 @@ plots.scaling_figure(d_ks, stats, n_keys=16)
 # **Leitura da figura.** À esquerda, os scores sem escala crescem como $\sqrt{d_k}$ (uma reta de
 # inclinação 1/2 no gráfico log-log), e os escalados ficam em 1. No meio, a entropia sem escala cai
 # em direção a 0 (a atenção escolhe uma única chave antes de ter aprendido qualquer coisa),
-# enquanto a escalada fica **constante** em todo $d_k$ — abaixo do máximo $\ln 16$, porque scores de
-# variância 1 já dão preferências (para muitas chaves, a entropia de scores gaussianos de variância
-# $\sigma^2$ tende a $\ln n - \sigma^2/2$). À direita, o gradiente que atravessa o softmax sem escala
+# enquanto a escalada fica praticamente **constante** em todo $d_k$ — abaixo do máximo $\ln 16$,
+# porque scores de variância 1 já dão preferências (com $n$ chaves e scores gaussianos de variância
+# $\sigma^2$, a entropia fica perto de $\ln n - \sigma^2/2$ quando $n$ é grande). À direita, o gradiente que atravessa o softmax sem escala
 # encolhe com $d_k$: é o "softmax saturado" do artigo original. Os números da entropia:
 
 # %%
@@ -255,7 +255,7 @@ for nome, chave in (("com escala", "entropy_scaled"), ("sem escala", "entropy_ra
     print(f"entropia {nome}, por d_k: " + "; ".join(f"{d_k}: {br(h)}" for d_k, h in zip(d_ks, stats[chave].tolist())))
 
 # %% [markdown]
-# A entropia escalada fica na mesma faixa para todo $d_k$, entre o valor-limite $\ln 16 - 1/2$ e o
+# A entropia escalada fica na mesma faixa para todo $d_k$, entre a aproximação $\ln 16 - 1/2$ e o
 # máximo $\ln 16$; a sem escala despenca.
 #
 # Os mesmos números vistos de perto, para $d_k = 512$: 512 consultas, 16 chaves cada.
@@ -285,7 +285,11 @@ for nome, scores in (("sem escala", s), ("com escala", s / math.sqrt(512))):
 # ### Exercício 2 — `attention_entropy` (2 pontos)
 #
 # Escreva `attention_entropy(weights)` que recebe pesos de forma $(\ldots, T_k)$ (cada linha soma 1)
-# e devolve a entropia de cada linha, forma $(\ldots)$, em nats, sem NaN.
+# e devolve a entropia de cada linha, forma $(\ldots)$, em nats, sem NaN:
+#
+# - qualquer número de eixos, inclusive um vetor 1-D $(T_k,)$, que dá um escalar (forma $()$);
+# - preserve o dtype (float32 ou float64) e não modifique `weights`;
+# - pesos exatamente 0 (posições mascaradas) contam $0 \cdot \log 0 = 0$.
 
 # %% nbgrader={"grade": false, "grade_id": "entropy", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def attention_entropy(weights):
@@ -345,6 +349,7 @@ plots.attention_heatmap(pesos_frase, tokens, tokens, "Atenção com consultas es
 # modelo treinado, a chave de cada palavra sai de uma projeção do seu embedding e da sua posição,
 # então "adotou" e "dormiu" já teriam chaves diferentes; várias cabeças (capítulo 3) deixam o modelo
 # comparar por vários critérios ao mesmo tempo.
+#
 # Multiplicamos $Q$ por $\sqrt{d}$ só para anular a divisão e deixar os pesos nítidos — é o que as
 # projeções aprendidas fazem sozinhas quando precisam.
 #
