@@ -61,7 +61,7 @@ class FeedForward(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """Uma camada do codificador: autoatenção e FFN, cada uma com resíduo e LayerNorm.
+    """Uma camada do codificador: autoatenção e FFN, cada uma com conexão residual e LayerNorm.
 
     Pre-LN (``norm_first=True``):  x = x + SA(LN₁(x));  x = x + FFN(LN₂(x))
     Post-LN (``norm_first=False``): x = LN₁(x + SA(x));  x = LN₂(x + FFN(x))
@@ -71,9 +71,7 @@ class EncoderLayer(nn.Module):
         devolve: x (B, T, D) e weights (B, H, T, T)
     """
 
-    def __init__(
-        self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True
-    ):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
@@ -87,9 +85,7 @@ class EncoderLayer(nn.Module):
         out, weights = self.self_attn(x, x, x, mask)
         return self.dropout1(out), weights
 
-    def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         if self.norm_first:
             out, weights = self._sa(self.norm1(x), mask)
             x = x + out
@@ -112,13 +108,13 @@ class DecoderLayer(nn.Module):
 
     Formas:
         x: (B, T, D); memory: (B, S, D)
-        tgt_mask difundível para (B, H, T, T); memory_mask difundível para (B, H, T, S)
+        tgt_mask difundível para (B, H, T, T); memory_mask difundível para (B, H, T, S) — uma
+        máscara só, True = pode atender (o padding da fonte entra como (B, 1, 1, S); no
+        ``nn.TransformerDecoderLayer`` ele vai em ``memory_key_padding_mask`` (B, S), True = pad)
         devolve: x (B, T, D), self_weights (B, H, T, T), cross_weights (B, H, T, S)
     """
 
-    def __init__(
-        self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True
-    ):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
@@ -218,8 +214,10 @@ def _sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
     if sinusoidal_encoding is not None:
         return sinusoidal_encoding(max_len, d_model)
     if d_model <= 0 or d_model % 2 or max_len <= 0:
-        raise ValueError(f"precisa de d_model par e positivo e max_len positivo; "
-                         f"recebidos d_model = {d_model}, max_len = {max_len}.")
+        raise ValueError(
+            f"precisa de d_model par e positivo e max_len positivo; "
+            f"recebidos d_model = {d_model}, max_len = {max_len}."
+        )
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
     freq = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (D/2,)
     pe = torch.zeros(max_len, d_model, dtype=torch.float64)
@@ -367,7 +365,9 @@ def gradient_norms_at_init(
 ) -> torch.Tensor:
     """Norma do gradiente de W² (``ffn.linear2.weight``) de cada camada, na inicialização.
 
-    O experimento de Xiong et al. (2020): uma pilha de ``depth`` :class:`EncoderLayer` com
+    Inspirado no experimento de Xiong et al. (2020), em escala pequena (o perfil camada a camada
+    difere do da figura 3 do artigo; a última camada segue o teorema 1): uma pilha de ``depth``
+    :class:`EncoderLayer` com
     matrizes iniciadas por Xavier, entradas N(0, 1), uma leitura linear para ``vocab_size``
     classes e a entropia cruzada contra alvos sorteados. Pre-LN leva a LayerNorm final (como
     em todo modelo Pre-LN); Post-LN não precisa dela. Nenhum passo de otimização é dado.
@@ -395,8 +395,14 @@ def gradient_norms_at_init(
 @_one_thread()
 @torch.no_grad()
 def residual_norms_at_init(
-    depth: int, norm_first: bool, d_model: int = 64, n_heads: int = 4, d_ff: int = 256,
-    seq_len: int = 16, batch: int = 4, seed: int = 0,
+    depth: int,
+    norm_first: bool,
+    d_model: int = 64,
+    n_heads: int = 4,
+    d_ff: int = 256,
+    seq_len: int = 16,
+    batch: int = 4,
+    seed: int = 0,
 ) -> torch.Tensor:
     """Norma média de x por posição antes da pilha e depois de cada camada, na inicialização.
 
@@ -413,7 +419,8 @@ def residual_norms_at_init(
     return torch.stack(norms)
 
 
-def ln_gradient_experiment(    max_depth: int = 12, n_seeds: int = 3, **kwargs
+def ln_gradient_experiment(
+    max_depth: int = 12, n_seeds: int = 3, **kwargs
 ) -> dict[tuple[bool, int], torch.Tensor]:
     """:func:`gradient_norms_at_init` para todas as profundidades 1..``max_depth``, Pre-LN e
     Post-LN, na média de ``n_seeds`` sementes.
@@ -427,7 +434,6 @@ def ln_gradient_experiment(    max_depth: int = 12, n_seeds: int = 3, **kwargs
     with _one_thread():
         for norm_first in (False, True):
             for depth in range(1, max_depth + 1):
-                runs = [gradient_norms_at_init(depth, norm_first, seed=s, **kwargs)
-                        for s in range(n_seeds)]
+                runs = [gradient_norms_at_init(depth, norm_first, seed=s, **kwargs) for s in range(n_seeds)]
                 results[(norm_first, depth)] = torch.stack(runs).mean(dim=0)
     return results

@@ -186,7 +186,7 @@ def neighbor_batch(cfg: NeighborConfig, generator: torch.Generator, batch_size: 
 
 
 class NeighborModel(nn.Module):
-    """*Embedding* de token + posição aprendida → uma camada de atenção → leitura linear.
+    """*Embedding* de token + codificação posicional aprendida → uma camada de atenção → leitura linear.
 
     Sem conexão residual: tudo o que a posição t sabe sobre os vizinhos passa pela atenção.
     Devolve logits (B, T, 2, V) (anterior e seguinte) e os pesos (B, H, T, T).
