@@ -12,7 +12,7 @@ WORKSPACE ?= aluno
 export PATH := $(BIN):$(PATH)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help venv lab workspace assignments test test-fast lint bench clean-grading grade grade-class hub
+.PHONY: help venv lab workspace assignments test test-fast lint bench clean-grading grade grade-class grading-service hub
 
 help:
 	@echo "make lab          ambiente + pasta $(WORKSPACE)/ (sem sobrescrever nada) + JupyterLab"
@@ -23,6 +23,7 @@ help:
 	@echo "make book         o livro: site estático dos capítulos em build/book/ [EDITION=professor]"
 	@echo "make grade        corrige sua pasta $(WORKSPACE)/ com os testes ocultos (cópia temporária) [CHAPTER=02_atencao]"
 	@echo "make grade-class  corrige todas as entregas de grading/submitted/ no Dask (instrutor) [CHAPTER=02_atencao SCHEDULER=tcp://HOST:8786 DB=postgresql://...]"
+	@echo "make grading-service  corrige cada entrega ao chegar na área de troca e libera a devolutiva [EXCHANGE=pasta SCHEDULER=... DB=...]"
 	@echo "make hub          JupyterHub local da turma (professor + alunos, exchange do nbgrader); veja hub/README.md"
 
 # O ambiente é (re)instalado só quando falta ou quando pyproject.toml/constraints.txt mudam.
@@ -75,6 +76,11 @@ grade: $(STAMP)
 # (LocalCluster embutido; SCHEDULER=tcp://HOST:8786 para um cluster; DB=postgresql://... para o banco).
 grade-class: $(STAMP)
 	$(BIN)/python scripts/grade_class.py $(CHAPTER) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DB),--db $(DB))
+
+# Correção na entrega: vigia a área de troca do nbgrader (EXCHANGE, padrão grading/exchange), corrige cada
+# entrega nova no Dask e libera a devolutiva (release_feedback). Ctrl-C para.
+grading-service: $(STAMP)
+	$(BIN)/python scripts/grading_service.py $(CHAPTER) $(if $(EXCHANGE),--exchange $(EXCHANGE)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DB),--db $(DB))
 
 # JupyterHub da turma: prepara contas/usuários/exchange (hub/preparar.py) e inicia o hub em 127.0.0.1:8000.
 # Variáveis: TDZ_HUB_IP, TDZ_HUB_PORTA, TDZ_HUB_MODO=local|simples, TDZ_HUB_ESTADO (veja hub/README.md).

@@ -249,7 +249,6 @@ def grade_submission(
     force: bool = False,
     timeout: int | None = None,
     feedback: bool = True,
-    autograde: bool = True,
     db_wait: float = 120.0,
     exchange: str | None = None,
 ) -> TaskResult:
@@ -282,10 +281,7 @@ def grade_submission(
             time.sleep(delay)
             delay = min(delay * 2, 10.0)
 
-    if autograde:
-        result, text = retrying(lambda: api.autograde(chapter, student, force=force, create=True))
-    else:  # já corrigida (o serviço de correção só refaz a devolutiva)
-        result, text = {"success": True}, ""
+    result, text = retrying(lambda: api.autograde(chapter, student, force=force, create=True))
     log = text
     out = TaskResult(student, chapter, ok=False, worker=worker)
     out.skipped = "Skipping existing assignment" in text

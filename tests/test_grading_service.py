@@ -1,0 +1,251 @@
+"""O serviço de correção na entrega (``scripts/grading_service.py``), com alunos de verdade.
+
+A área de troca do nbgrader fica numa pasta temporária; o aluno usa os comandos do nbgrader
+(``fetch_assignment``, ``submit``, ``fetch_feedback``) com o ``course_id`` do curso. O serviço
+recolhe, corrige no Dask, libera a devolutiva em pt-BR; uma nova entrega é corrigida de novo (vale a
+mais nova); a nota de uma questão aberta dada pelo professor sobrevive à devolutiva refeita; Ctrl-C
+para o serviço sem deixar processos. E, com processos de verdade: o serviço morto com SIGKILL no
+meio de um lote volta e termina o lote sem perder nem recorrigir nada.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import BIN
+from test_grading_parallel import CHAPTER, class_submissions, make_class
+
+pytestmark = pytest.mark.slow
+
+COURSE_ID = "transformers-do-zero"
+
+
+class Service:
+    """O serviço num grupo de processos próprio, com a saída lida numa thread."""
+
+    def __init__(self, course: Path, exchange: Path, *extra: str):
+        self.course, self.exchange = course, exchange
+        env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(course / "scripts" / "grading_service.py"),
+                CHAPTER,
+                f"--exchange={exchange}",
+                "--intervalo=0.5",
+                *extra,
+            ],
+            cwd=course,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.wait_for("serviço de correção no ar", timeout=300)
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def count(self, pattern: str) -> int:
+        return len(re.findall(pattern, self.output))
+
+    def wait_for(self, pattern: str, times: int = 1, timeout: float = 600) -> None:
+        deadline = time.monotonic() + timeout
+        while self.count(pattern) < times:
+            if self.proc.poll() is not None and not self.reader.is_alive():
+                raise AssertionError(f"o serviço saiu (código {self.proc.returncode}):\n{self.output}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"esperando {pattern!r} x{times}:\n{self.output}")
+            time.sleep(0.2)
+
+    def group_alive(self) -> bool:
+        try:
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def kill_group(self) -> None:
+        if self.group_alive():
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=60)
+
+
+def student(home: Path, exchange: Path, name: str, *args: str) -> subprocess.CompletedProcess:
+    """Um comando do nbgrader como o aluno ``name`` (a troca e o course_id do curso, nada mais)."""
+    home.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+    env.update(HOME=str(home), PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    run = subprocess.run(
+        [
+            str(BIN / "nbgrader"),
+            *args,
+            f"--Exchange.root={exchange}",
+            f"--Exchange.cache={home / '.cache-nbgrader'}",
+            f"--CourseDirectory.course_id={COURSE_ID}",
+            f"--student={name}",
+        ],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, f"nbgrader {' '.join(args)} ({name}):\n{run.stdout}\n{run.stderr}"
+    return run
+
+
+def submit(home: Path, exchange: Path, name: str, nb) -> None:
+    if not (home / CHAPTER).is_dir():
+        student(home, exchange, name, "fetch_assignment", CHAPTER)
+    nbformat.write(nb, home / CHAPTER / f"{CHAPTER}.ipynb")
+    student(home, exchange, name, "submit", CHAPTER)
+
+
+def fetched_feedback(home: Path, exchange: Path, name: str) -> list[str]:
+    student(home, exchange, name, "fetch_feedback", CHAPTER)
+    pages = sorted((home / CHAPTER / "feedback").glob(f"*/{CHAPTER}.html"))
+    return [re.sub(r"<[^>]+>", " ", p.read_text()) for p in pages]
+
+
+def auto_score(course: Path, name: str) -> float:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'grading' / 'gradebook.db'}") as gb:
+        sub = gb.find_submission(CHAPTER, name)
+        return sum(g.score or 0 for nb in sub.notebooks for g in nb.grades if g.cell_type == "code")
+
+
+def test_submit_feedback_resubmit_manual_grade_and_ctrl_c(tmp_path):
+    subs = class_submissions()
+    course = tmp_path / "curso"
+    make_class(course, {})
+    exchange = tmp_path / "troca"
+    home = tmp_path / "casa" / "ana"
+    service = Service(course, exchange, "--workers=1")
+    try:
+        # 1. Entrega em branco: nota 0, devolutiva em pt-BR sem os testes ocultos.
+        submit(home, exchange, "ana", subs["carla"][0])
+        service.wait_for(r"ana / 02_atencao: .*devolutiva liberada")
+        pages = fetched_feedback(home, exchange, "ana")
+        assert len(pages) == 1, pages
+        assert "Nota:" in pages[0] and "não implementou" in pages[0]
+        assert "BEGIN HIDDEN TESTS" not in pages[0] and "_hidden(" not in pages[0]
+        assert auto_score(course, "ana") == 0
+
+        # 2. Nova entrega, agora certa: corrigida de novo, vale a mais nova.
+        submit(home, exchange, "ana", subs["ana"][0])
+        service.wait_for(r"ana / 02_atencao: .*devolutiva liberada", times=2)
+        pages = fetched_feedback(home, exchange, "ana")
+        assert len(pages) == 2, "a segunda devolutiva não chegou"
+        assert "não implementou" not in pages[-1]
+        assert auto_score(course, "ana") == pytest.approx(subs["ana"][1])
+
+        # 3. O professor dá nota a uma questão aberta (como o formgrader) e refaz a devolutiva.
+        from nbgrader.api import Gradebook
+
+        db = f"sqlite:///{course / 'grading' / 'gradebook.db'}"
+        with Gradebook(db) as gb:
+            nb = gb.find_submission_notebook(CHAPTER, CHAPTER, "ana")
+            manual = {g.name: g.max_score for g in nb.grades if g.cell_type == "markdown"}
+            assert manual, "o capítulo 2 não tem questão aberta?"
+            for grade in nb.grades:
+                if grade.name in manual:
+                    grade.manual_score = grade.max_score
+                    grade.needs_manual_grade = False
+            gb.db.commit()
+        env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+        for args in (("generate_feedback", "--force"), ("release_feedback",)):
+            run = subprocess.run(
+                [str(BIN / "nbgrader"), args[0], CHAPTER, *args[1:], f"--Exchange.root={exchange}"],
+                cwd=course,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert run.returncode == 0, run.stderr
+        pages = fetched_feedback(home, exchange, "ana")
+        assert "a corrigir" not in pages[-1], "a nota da questão aberta não entrou na devolutiva"
+        time.sleep(2)  # algumas voltas do serviço: ele não recorrige o que não mudou
+        assert service.count(r"ana / 02_atencao: corrigindo") == 2, service.output
+        with Gradebook(db) as gb:
+            nb = gb.find_submission_notebook(CHAPTER, CHAPTER, "ana")
+            assert {g.name: g.manual_score for g in nb.grades if g.name in manual} == manual
+
+        # 4. Ctrl-C: para com calma, código 0, sem processos sobrando.
+        service.proc.send_signal(signal.SIGINT)
+        assert service.proc.wait(timeout=120) == 0, service.output
+        service.reader.join(timeout=10)
+        assert "serviço parado" in service.output
+        deadline = time.monotonic() + 30
+        while service.group_alive() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not service.group_alive(), "sobraram processos do serviço"
+    finally:
+        service.kill_group()
+    print(service.output)
+
+
+def test_service_killed_mid_batch_resumes(tmp_path):
+    subs = {k: v for k, v in class_submissions().items() if k != "bruno"}  # ana (certa), carla (em branco)
+    course = tmp_path / "curso"
+    make_class(course, {})
+    exchange = tmp_path / "troca"
+    service = Service(course, exchange, "--workers=1")
+    try:
+        for name, (nb, _) in subs.items():
+            submit(tmp_path / "casa" / name, exchange, name, nb)
+        inbound = exchange / COURSE_ID / "inbound"
+        hashes = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in inbound.rglob("*.ipynb")}
+        service.wait_for(r"devolutiva liberada")
+    finally:
+        service.kill_group()  # a máquina "cai": serviço, scheduler e workers juntos
+    first = service.output
+    done = re.findall(r"(\w+) / 02_atencao: .*devolutiva liberada", first)
+    assert done and len(done) < len(subs), f"o lote não estava no meio:\n{first}"
+    graded = course / "grading" / "autograded"
+    mtimes = {n: (graded / n / CHAPTER / f"{CHAPTER}.ipynb").stat().st_mtime_ns for n in done}
+
+    again = Service(course, exchange, "--workers=1")
+    try:
+        again.wait_for(r"devolutiva liberada", times=len(subs) - len(done))
+    finally:
+        again.proc.send_signal(signal.SIGINT)
+        try:
+            again.proc.wait(timeout=120)
+        finally:
+            again.kill_group()
+    print(first, "\n-----\n", again.output)
+    for name in done:  # nada corrigido duas vezes
+        assert f"{name} / 02_atencao: corrigindo" not in again.output
+        assert (graded / name / CHAPTER / f"{CHAPTER}.ipynb").stat().st_mtime_ns == mtimes[name]
+    for name, (_, expected) in subs.items():  # nada perdido
+        assert auto_score(course, name) == pytest.approx(expected), name
+        pages = fetched_feedback(tmp_path / "casa" / name, exchange, name)
+        assert len(pages) == 1, name
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'grading' / 'gradebook.db'}") as gb:
+        assert sorted(s.student.id for s in gb.find_assignment(CHAPTER).submissions) == sorted(subs)
+    for path, digest in hashes.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} foi modificado"
