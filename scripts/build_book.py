@@ -42,40 +42,58 @@ MATHJAX = BOOK_VENV / "node_modules" / "mathjax" / "es5"
 EDITIONS = ("aluno", "professor")
 
 # Célula escondida (tag remove-cell) no topo de cada capítulo: na página estática, cada exploração
-# mostra a figura nos valores iniciais dos controles e, no lugar dos controles, um aviso de como
-# explorá-la ao vivo. O notebook do aluno não muda; só a cópia montada no livro.
+# (controles + ipywidgets.Image com o PNG, ou interactive_output) vira a figura nos valores iniciais
+# e, no lugar dos controles, um aviso de como explorá-la ao vivo. O estado embutido dos widgets
+# exigiria a biblioteca de widgets no navegador (de um CDN) e um PNG por combinação de controles.
+# O notebook do aluno não muda; só a cópia montada no livro.
 STATIC_WIDGETS = '''\
 import ipywidgets as _widgets
+from IPython.display import Image as _Image
+from IPython.display import Markdown as _Markdown
+from IPython.display import display as _display
+
+
+def _book_parts(widget):
+    """As imagens PNG e os controles (descrição = valor) de uma exploração, em ordem."""
+    children = getattr(widget, "children", ())
+    if children:
+        return [part for child in children for part in _book_parts(child)]
+    if isinstance(widget, _widgets.Image) and widget.value:
+        return [("png", bytes(widget.value))]
+    if isinstance(widget, _widgets.Output):
+        return [("output", widget)]
+    if getattr(widget, "description", "") and hasattr(widget, "value"):
+        return [("control", f"{widget.description.rstrip(':')} = {widget.value!r}")]
+    return []
+
+
+def _book_static_widget(self):
+    parts = _book_parts(self)
+    for kind, value in parts:
+        if kind == "png":
+            _display(_Image(data=value, format="png"))
+        elif kind == "output":
+            for output in value.outputs:
+                _display(output.get("data", {}), raw=True)
+    controls = "; ".join(value for kind, value in parts if kind == "control")
+    _display(
+        _Markdown(
+            "**Exploração interativa.** Nesta página estática, a figura acima mostra os valores iniciais"
+            + (f" ({controls})" if controls else "")
+            + ". Para mexer nos controles, abra o capítulo num Jupyter: `make lab` no seu computador,"
+            " ou os links *abrir no Binder* / *abrir no Colab* no topo da página."
+        )
+    )
 
 
 def _book_static_output(function, controls):
-    """Como interactive_output, mas a figura dos valores iniciais vai para a saída da célula."""
+    """Como interactive_output, mas a figura dos valores iniciais vai direto para a saída da célula."""
     function(**{name: control.value for name, control in controls.items()})
     return _widgets.Output()
 
 
-def _book_controls(widget):
-    children = getattr(widget, "children", ())
-    if children:
-        return [c for child in children for c in _book_controls(child)]
-    if getattr(widget, "description", "") and hasattr(widget, "value"):
-        return [f"{widget.description.rstrip(':')} = {widget.value!r}"]
-    return []
-
-
-def _book_note(self, include=None, exclude=None):
-    controls = "; ".join(_book_controls(self))
-    text = (
-        "**Exploração interativa.** Nesta página estática a figura acima mostra os valores iniciais"
-        + (f" ({controls})" if controls else "")
-        + ". Para mexer nos controles, abra o capítulo num Jupyter: `make lab` no seu computador,"
-        " ou os links *abrir no Binder* / *abrir no Colab* no topo da página."
-    )
-    return {"text/markdown": text, "text/plain": text}
-
-
 _widgets.interactive_output = _book_static_output
-_widgets.Widget._repr_mimebundle_ = _book_note
+_widgets.Widget._ipython_display_ = _book_static_widget
 '''
 
 
@@ -158,6 +176,10 @@ def chapter_notebook(name: str, edition: str, config: dict) -> nbformat.Notebook
     setup.id = "book-static-widgets"
     cells.append(setup)
     for cell in nb.cells[1:]:
+        if cell.cell_type == "code":  # marcas do nbval não interessam a quem lê
+            cell.source = "\n".join(
+                l for l in cell.source.split("\n") if l.strip() != "# NBVAL_IGNORE_OUTPUT"
+            )
         cells.append(cell)
         if edition == "professor" and cell.metadata.get("nbgrader") and cell.id in by_id:
             for k, extra in enumerate(professor_cells(cell, by_id[cell.id])):

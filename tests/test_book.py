@@ -193,7 +193,11 @@ def test_built_site_is_offline_and_complete(books):
         assert "abrir no Binder" in page and "abrir no Colab" in page
         links = build_book.launch_links(build_book.load_config(), name)
         assert html.escape(links["binder"]) in page and html.escape(links["colab"]) in page
-        assert "Exploração interativa" in page, f"{name}: a exploração não virou figura + aviso"
+        # A exploração: a figura nos valores iniciais na saída da célula, logo antes do aviso.
+        note = page.find("Exploração interativa")
+        assert note > 0, f"{name}: a exploração não virou figura + aviso"
+        cell_output = page[page.rfind('class="cell_input', 0, note) : note]
+        assert "<img" in cell_output, f"{name}: exploração sem figura"
         assert '<img alt="_images/' in page or "_images/" in page, f"{name}: sem figuras"
         # Os únicos erros na página são os "não implementado" dos esboços.
         errors = re.findall(
