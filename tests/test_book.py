@@ -192,7 +192,9 @@ def test_built_site_is_offline_and_complete(books):
         page = (site / name / f"{name}.html").read_text()
         assert "abrir no Binder" in page and "abrir no Colab" in page
         links = build_book.launch_links(build_book.load_config(), name)
-        assert html.escape(links["binder"]) in page and html.escape(links["colab"]) in page
+        # Os links deste capítulo (os do aviso e os do botão do tema) abrem o notebook do aluno.
+        launch = re.findall(r'href="(https://(?:mybinder\.org|colab\.research\.google\.com)[^"]*)"', page)
+        assert {html.unescape(h) for h in launch} == {links["binder"], links["colab"]}, launch
         # A exploração: a figura nos valores iniciais na saída da célula, logo antes do aviso.
         note = page.find("Exploração interativa")
         assert note > 0, f"{name}: a exploração não virou figura + aviso"
