@@ -354,7 +354,7 @@ diferencas
 #
 # Vamos medir isso. Para cada profundidade de 1 a 12, montamos uma pilha de camadas do codificador
 # com pesos de Xavier, entradas aleatórias, uma leitura linear e a entropia cruzada contra alvos
-# sorteados; fazemos **uma** retropropagação (nenhum passo de treino) e medimos $\lVert\partial L/\partial W^2\rVert$
+# sorteados (a LayerNorm final só no Pre-LN, como na análise do artigo); fazemos **uma** retropropagação (nenhum passo de treino) e medimos $\lVert\partial L/\partial W^2\rVert$
 # em cada camada, na média de 3 sementes. Leva alguns segundos.
 
 # %%
