@@ -21,8 +21,8 @@ Vale para ``make grade-class``, ``make grade``, ``nbgrader autograde`` na raiz d
 qualquer código que use a API Python do nbgrader com essa configuração.
 
 Sem bubblewrap utilizável, a correção **recusa** rodar sem isolamento, a menos que
-``TRANSFORMER_COURSE_UNCONFINED=1`` (ou ``--sem-isolamento`` nos scripts) diga o contrário:
-veja :func:`require_sandbox`.
+``TRANSFORMER_COURSE_UNCONFINED=1`` diga o contrário: veja :func:`require_sandbox` (que os scripts
+chamam antes de corrigir) e :class:`SandboxedKernelManager` (que recusa iniciar o kernel).
 """
 
 from __future__ import annotations
@@ -136,11 +136,11 @@ def unconfined_allowed() -> bool:
 def require_sandbox(allow_unconfined: bool = False, self_study: bool = False) -> bool:
     """Confere, antes de corrigir, que as entregas vão rodar isoladas.
 
-    Devolve ``True`` quando o isolamento roda. Sem ele: com ``allow_unconfined`` (a opção
-    ``--sem-isolamento``), ``TRANSFORMER_COURSE_UNCONFINED=1`` ou ``self_study`` (``make grade``, o
-    próprio notebook), avisa em stderr, liga ``TRANSFORMER_COURSE_UNCONFINED=1`` neste processo
-    (os comandos do nbgrader herdam) e devolve ``False``; senão levanta :class:`SandboxUnavailable`
-    com o motivo e o risco, em pt-BR.
+    Devolve ``True`` quando o isolamento roda. Sem ele: com ``allow_unconfined`` (por exemplo, a
+    opção ``--sem-isolamento`` de um script), ``TRANSFORMER_COURSE_UNCONFINED=1`` ou ``self_study``
+    (``make grade``, o próprio notebook), avisa em stderr, liga ``TRANSFORMER_COURSE_UNCONFINED=1``
+    neste processo (os comandos do nbgrader herdam) e devolve ``False``; senão levanta
+    :class:`SandboxUnavailable` com o motivo e o risco, em pt-BR.
     """
     problem = sandbox_problem()
     if problem is None:
@@ -157,7 +157,7 @@ def require_sandbox(allow_unconfined: bool = False, self_study: bool = False) ->
         raise SandboxUnavailable(
             f"A correção foi recusada: o isolamento das entregas não roda nesta máquina ({problem}). "
             f"{RISK_MESSAGE} Instale o bubblewrap, ou, só se você confia em todas as entregas, rode "
-            f"com {UNCONFINED_ENV}=1 (ou --sem-isolamento)."
+            f"com {UNCONFINED_ENV}=1."
         )
     os.environ[UNCONFINED_ENV] = "1"
     return False
