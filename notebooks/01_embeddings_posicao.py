@@ -891,11 +891,11 @@ positional_widget()
 # **Rubrica (2 pontos).**
 # - 1 ponto: explica a equivariância (saída apenas permutada, porque os scores só dependem do
 #   conteúdo), citando o experimento. "O modelo vira um saco de palavras" com justificativa vale 1.
-# - 1 ponto: explica por que somar a posição quebra a simetria (meio ponto) e dá um exemplo correto
-#   de tarefa que o codificador sem posição erra sempre, com a resposta dependendo da ordem dos
-#   mesmos tokens (meio ponto). Quem também disser que o modelo causal aprende a posição pela
-#   máscara está certo; quem afirmar que **todo** *Transformer* sem posição falha sempre, sem
-#   distinguir o caso causal, perde o meio ponto do exemplo.
+# - 1 ponto: explica por que somar a posição quebra a simetria e dá um exemplo correto de tarefa que
+#   o codificador sem posição erra sempre, com a resposta dependendo da ordem dos mesmos tokens (meio
+#   ponto); responde que o modelo causal **não** fica cego à ordem, porque a máscara distingue as
+#   posições (meio ponto; citar Haviv et al. não é obrigatório). Afirmar que todo *Transformer* sem
+#   posição falha sempre, inclusive o causal, perde esse segundo meio ponto.
 # ### END SOLUTION
 
 # %% [markdown]

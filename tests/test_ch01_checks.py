@@ -600,6 +600,29 @@ def test_bias_mistakes_diagnosed(kwargs, words):
         ch01.check_alibi_bias(make_bias(**kwargs))
 
 
+def _official_get_slopes(n):
+    """O ``get_slopes`` do código oficial de ALiBi (Press et al.), transcrito."""
+
+    def power_of_2(n):
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
+
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_2(closest) + _official_get_slopes(2 * closest)[0::2][: n - closest]
+
+
+@pytest.mark.parametrize("n_heads", [1, 2, 3, 5, 8, 12, 16, 20, 24])
+def test_alibi_official_slopes_match_get_slopes(n_heads):
+    expected = torch.tensor(_official_get_slopes(n_heads))
+    torch.testing.assert_close(ref.alibi_slopes_official(n_heads), expected)
+    if math.log2(n_heads).is_integer():  # potência de 2: a fórmula do curso é a oficial
+        torch.testing.assert_close(ref.alibi_slopes(n_heads), expected)
+    else:
+        assert not torch.allclose(ref.alibi_slopes(n_heads), expected)
+
+
 def test_alibi_reference_matches_loops():
     torch.testing.assert_close(ref.alibi_bias(12, 9), bias_loops(12, 9))
     torch.testing.assert_close(ref.alibi_slopes(8), torch.tensor([2.0**-h for h in range(1, 9)]))
