@@ -46,7 +46,7 @@ from transformer_course.checks import (
     check_attention_cost,
     check_attention_cost_hidden,
     check_family_quiz,
-    check_family_quiz_hidden,
+    check_family_quiz_item,
     check_generate,
     check_generate_hidden,
     check_kaplan_loss,
@@ -58,6 +58,7 @@ from transformer_course.device import get_device, seeded_generator
 from transformer_course.generation import GPTConfig, TinyGPT, next_token_distribution, train_gpt
 from transformer_course.generation import generate as generate_ref
 from transformer_course.layers import TransformerClassifier
+from transformer_course.masks import assert_causal
 from transformer_course.seq2seq import DateSeq2Seq, DateVocab, sequence_accuracy, train_dates, translate_dates
 from transformer_course.text import CharTokenizer, course_corpus, train_val_split, unigram_baseline
 
@@ -80,8 +81,9 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device} | modo rápido: {RAP
 # - **Só-codificador** (BERT, RoBERTa): autoatenção **bidirecional**, cada posição vê a frase inteira.
 #   Ótimo para *entender* um texto já completo: classificar, marcar entidades, achar a resposta num
 #   trecho. O BERT foi pré-treinado como modelo de linguagem mascarado (*masked language model*):
-#   esconde 15 % dos tokens e aprende a adivinhá-los pelos dois lados. Ele não gera texto da esquerda
-#   para a direita.
+#   sorteia 15 % das posições para prever; dessas, 80 % viram o token `[MASK]`, 10 % viram um token
+#   aleatório e 10 % ficam como estão (Devlin et al., 2019, seção 3.1), e o modelo aprende a
+#   recuperar o token original olhando os dois lados. Ele não gera texto da esquerda para a direita.
 # - **Só-decodificador** (GPT, LLaMA): autoatenção **causal**, cada posição vê só o passado. Treina
 #   prevendo o próximo token em qualquer texto, sem rótulos, e gera um token por vez.
 # - **Codificador-decodificador** (T5, BART, Whisper): o codificador lê a entrada inteira nos dois
@@ -114,8 +116,8 @@ logits.shape, pesos[0].shape  # (B, C) e, por camada, (B, H, T, T)
 #
 # Um bloco de decodificador sem atenção cruzada é exatamente um `EncoderLayer` do capítulo 4
 # recebendo a máscara causal. O `TinyGPT` do pacote empilha alguns desses blocos entre um
-# *embedding* (de tokens e de posições) e uma projeção para o vocabulário. Prova de causalidade: mudar
-# um token do futuro não muda nenhum logit do passado.
+# *embedding* (de tokens e de posições) e uma projeção para o vocabulário. Um teste de causalidade:
+# mudar um token do futuro não pode mudar nenhum logit do passado.
 
 # %%
 gpt_teste = TinyGPT(GPTConfig(vocab_size=20, max_len=16, d_model=32, n_heads=4, n_layers=2, d_ff=64)).eval()
@@ -125,6 +127,15 @@ x_mudado[0, 6] = (x[0, 6] + 1) % 20  # muda só a posição 6
 with torch.no_grad():
     a, b = gpt_teste(x), gpt_teste(x_mudado)  # (1, T, V)
 (a - b).abs().amax(dim=-1)  # posições 0..5 iguais (0); de 6 em diante, diferentes
+
+# %% [markdown]
+# Uma perturbação só é um exemplo, não uma prova. O `assert_causal` do capítulo 5 faz o teste de
+# propriedade: para **cada** corte $t$, sorteia um futuro novo (posições depois de $t$) e exige que
+# as saídas até $t$ não mudem. Ele levanta `AssertionError` no primeiro corte que vaza:
+
+# %%
+assert_causal(gpt_teste, x, seeded_generator(2), vocab_size=20)
+"assert_causal: nenhum corte vazou"
 
 # %% [markdown]
 # ### 1.3 Codificador-decodificador: datas por extenso
@@ -179,10 +190,12 @@ plots.cross_attention_figure(mapa, list(saida) + ["fim"], fonte, titulo)
 # - **b)** traduzir manuais técnicos do português para o espanhol;
 # - **c)** completar o código que um programador está digitando, continuando o arquivo;
 # - **d)** marcar, em cada palavra de um contrato, se ela é nome de pessoa, de empresa ou de lugar;
-# - **e)** transcrever em texto o áudio de uma reunião (a entrada é o espectrograma inteiro).
+# - **e)** ouvir a gravação de uma palestra em inglês (a entrada é o espectrograma inteiro) e escrever,
+#   em português, o texto do que foi dito.
 #
 # Escreva a função `respostas_quiz()` que devolve o dicionário `{"a": ..., ..., "e": ...}`. O teste
-# visível confere só o formato; a correção das respostas é oculta.
+# visível confere só o formato (meio ponto); a correção é oculta, meio ponto por item, cada item na
+# sua célula.
 
 # %% nbgrader={"grade": false, "grade_id": "quiz", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def respostas_quiz():
@@ -199,20 +212,47 @@ def respostas_quiz():
         "c": "decoder",
         # d) um rótulo por palavra (NER), com o contexto dos dois lados -> só-codificador.
         "d": "encoder",
-        # e) áudio -> texto: a entrada inteira (não textual) é lida de uma vez e a saída é gerada
-        #    consultando-a pela atenção cruzada -> codificador-decodificador (Whisper).
+        # e) fala em inglês -> texto em português: a entrada inteira (não textual) é lida de uma vez e
+        #    a saída, noutra língua e noutra ordem, é gerada consultando-a pela atenção cruzada ->
+        #    codificador-decodificador (Whisper). Para transcrever na MESMA língua, um só-codificador
+        #    com CTC (wav2vec 2.0) também serve: CTC emite um rótulo por quadro de áudio, na ordem do
+        #    áudio; numa tradução as palavras mudam de ordem, e essa saída alinhada não basta.
         "e": "encoder-decoder",
     }
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_quiz", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade": true, "grade_id": "test_quiz", "locked": true, "points": 0.5, "schema_version": 3, "solution": false, "task": false}
 check_family_quiz(respostas_quiz)
 
-# %% nbgrader={"grade": true, "grade_id": "test_quiz_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-# Testes ocultos: as respostas certas.
+# %% nbgrader={"grade": true, "grade_id": "test_quiz_hidden_a", "locked": true, "points": 0.5, "schema_version": 3, "solution": false, "task": false}
+# Teste oculto: o item a.
 ### BEGIN HIDDEN TESTS
-check_family_quiz_hidden(respostas_quiz)
+check_family_quiz_item(respostas_quiz, "a")
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_quiz_hidden_b", "locked": true, "points": 0.5, "schema_version": 3, "solution": false, "task": false}
+# Teste oculto: o item b.
+### BEGIN HIDDEN TESTS
+check_family_quiz_item(respostas_quiz, "b")
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_quiz_hidden_c", "locked": true, "points": 0.5, "schema_version": 3, "solution": false, "task": false}
+# Teste oculto: o item c.
+### BEGIN HIDDEN TESTS
+check_family_quiz_item(respostas_quiz, "c")
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_quiz_hidden_d", "locked": true, "points": 0.5, "schema_version": 3, "solution": false, "task": false}
+# Teste oculto: o item d.
+### BEGIN HIDDEN TESTS
+check_family_quiz_item(respostas_quiz, "d")
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_quiz_hidden_e", "locked": true, "points": 0.5, "schema_version": 3, "solution": false, "task": false}
+# Teste oculto: o item e.
+### BEGIN HIDDEN TESTS
+check_family_quiz_item(respostas_quiz, "e")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -245,7 +285,8 @@ round(math.log(tokenizador.vocab_size), 3), round(linha_unigramas, 3)
 
 # %% [markdown]
 # O modelo: 2 blocos, $D = 96$, 4 cabeças, contexto de 64 caracteres. O treino usa AdamW, um
-# aquecimento curto e decaimento cosseno (capítulo 6), e para em 600 passos ou 45 segundos, o que
+# aquecimento curto (a rampa do capítulo 6) e depois decaimento cosseno (a taxa desce como meia onda
+# de cosseno, em vez do $1/\sqrt{s}$ de Noam), e para em 600 passos ou 45 segundos, o que
 # vier antes.
 
 # %%
@@ -281,16 +322,18 @@ plots.training_curves_figure(historico, linha_unigramas, tokenizador.vocab_size)
 # token. Para gerar, repetimos: passar o contexto, pegar os logits da **última** posição, escolher um
 # token, acrescentá-lo ao contexto.
 #
-# **Temperatura.** Dividimos os logits por $T > 0$ antes do softmax:
+# **Temperatura.** Dividimos os logits por uma temperatura $\tau > 0$ antes do softmax (usamos
+# $\tau$, e não $T$, porque $T$ já é o comprimento da sequência na legenda de formas):
 #
-# $$p_i(T) = \frac{e^{z_i / T}}{\sum_j e^{z_j / T}} .$$
+# $$p_i(\tau) = \frac{e^{z_i / \tau}}{\sum_j e^{z_j / \tau}} .$$
 #
-# $T = 1$ é a distribuição do modelo; $T < 1$ a afia (os prováveis ficam mais prováveis); $T > 1$ a
-# achata. Quando $T \to 0^+$, a razão entre o maior termo e qualquer outro, $e^{(z_{\max} - z_i)/T}$,
-# vai ao infinito: $p(T)$ tende ao *one-hot* do argmax. Por isso **temperatura 0 significa
-# busca gulosa** (*greedy decoding*): `argmax`, sem sorteio — e sem dividir por zero.
+# $\tau = 1$ é a distribuição do modelo; $\tau < 1$ a afia (os prováveis ficam mais prováveis);
+# $\tau > 1$ a achata. Quando $\tau \to 0^+$, a razão entre o maior termo e qualquer outro,
+# $e^{(z_{\max} - z_i)/\tau}$, vai ao infinito: $p(\tau)$ tende ao *one-hot* do argmax. Por isso
+# **temperatura 0 significa busca gulosa** (*greedy decoding*): `argmax`, sem sorteio — e sem
+# dividir por zero.
 #
-# Dividir as **probabilidades** por $T$ depois do softmax não faz nada: o sorteio renormaliza e a
+# Dividir as **probabilidades** por $\tau$ depois do softmax não faz nada: o sorteio renormaliza e a
 # distribuição é a mesma. A temperatura age nos logits.
 #
 # **Top-k.** Antes do softmax, mantemos só os $k$ maiores logits e pomos $-\infty$ nos outros:
@@ -300,7 +343,7 @@ plots.training_curves_figure(historico, linha_unigramas, tokenizador.vocab_size)
 prompt = tokenizador.encode("A atenção ")[None].to(device)  # (1, T0)
 with torch.no_grad():
     ultimos = gpt(prompt)[0, -1].float().cpu()  # (V,)
-distribuicoes = {f"T = {t}".replace(".", ","): next_token_distribution(ultimos, t) for t in (0.5, 1, 2)}
+distribuicoes = {f"τ = {t}".replace(".", ","): next_token_distribution(ultimos, t) for t in (0.5, 1, 2)}
 plots.next_char_figure(tokenizador.chars, distribuicoes, "Próximo caractere depois de “A atenção ”")
 
 # %% [markdown]
@@ -321,7 +364,7 @@ plots.next_char_figure(tokenizador.chars, distribuicoes, "Próximo caractere dep
 # - `max_new_tokens < 0` ou `temperature < 0`: `ValueError` com mensagem; não modifique `prompt_ids`.
 #
 # Os testes usam um modelo de brinquedo cujos logits são conhecidos (uma tabela de bigramas) e
-# sorteiam milhares de vezes para comparar as frequências com $\mathrm{softmax}(z/T)$.
+# sorteiam milhares de vezes para comparar as frequências com $\mathrm{softmax}(z/\tau)$.
 
 # %% nbgrader={"grade": false, "grade_id": "generate", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def generate(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, generator=None):
@@ -364,7 +407,7 @@ check_generate_hidden(generate)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-for titulo, t, k in (("gulosa (T = 0)", 0.0, None), ("T = 0,8, top-k = 10", 0.8, 10), ("T = 1,5", 1.5, None)):
+for titulo, t, k in (("gulosa (τ = 0)", 0.0, None), ("τ = 0,8, top-k = 10", 0.8, 10), ("τ = 1,5", 1.5, None)):
     gerador = seeded_generator(0, device)
     saida = generate_ref(gpt, prompt, 40 if RAPIDO else 160, temperature=t, top_k=k, generator=gerador)
     print(f"--- {titulo}\n{tokenizador.decode(saida[0])}\n")
@@ -372,10 +415,10 @@ for titulo, t, k in (("gulosa (T = 0)", 0.0, None), ("T = 0,8, top-k = 10", 0.8,
 # %% [markdown]
 # A gulosa costuma entrar em laço, repetindo as mesmas sílabas e palavras curtas: escolher sempre o
 # caractere mais provável não produz o texto mais provável, e cada repetição torna a próxima mais
-# provável. Com $T$ alto aparecem maiúsculas, dígitos e pontuação fora de lugar: a cauda da
+# provável. Com $\tau$ alto aparecem maiúsculas, dígitos e pontuação fora de lugar: a cauda da
 # distribuição ganha peso. No meio, com top-k, saem palavras curtas reais ("de", "da", "que"),
-# terminações do português ("-ção", "-mente") e espaços nos lugares certos — de um modelo de cerca de
-# duzentos mil parâmetros que treinou menos de um minuto. Quanto mais passos o treino conseguir dar na
+# terminações do português ("-ção", "-mente") e espaços nos lugares certos — de um modelo minúsculo
+# (a contagem está impressa na seção 2) que treinou menos de um minuto. Quanto mais passos o treino conseguir dar na
 # sua máquina, mais legível fica.
 #
 # ### 3.1 Explore: temperatura, top-k e prompt
@@ -394,25 +437,27 @@ generation_widget(gpt, tokenizador)
 # ## 4. Quanto custa a atenção
 #
 # A autoatenção compara cada posição com todas as outras: com $n$ posições, a matriz de scores
-# $QK^\top$ é $n \times n$. Para uma cabeça de largura $d$ (lote 1), contando cada multiplicação-soma
-# como 2 operações de ponto flutuante (FLOPs):
+# $QK^\top$ de cada cabeça é $n \times n$. Numa camada com $H$ cabeças de largura $D_k = D/H$ (lote 1),
+# contando cada multiplicação-soma como 2 operações de ponto flutuante (FLOPs):
 #
-# - $QK^\top$: $(n \times d)\cdot(d \times n)$, $n^2$ produtos escalares de $d$ termos: $2n^2d$ FLOPs;
-# - pesos$\cdot V$: $(n \times n)\cdot(n \times d)$: outros $2n^2d$ FLOPs;
-# - a matriz de scores em float32 ocupa $4n^2$ bytes.
+# - $QK^\top$: em cada cabeça, $(n \times D_k)\cdot(D_k \times n)$, $n^2$ produtos escalares de $D_k$
+#   termos, $2n^2D_k$ FLOPs; somando as $H$ cabeças, $2n^2D$ — o número de cabeças não muda a conta;
+# - pesos$\cdot V$: $(n \times n)\cdot(n \times D_k)$ por cabeça: outros $2n^2D$ FLOPs no total;
+# - a matriz de scores de **uma** cabeça, em float32, ocupa $4n^2$ bytes (a camada tem $H$ delas).
 #
-# Dobrar $n$ quadruplica as duas coisas. As projeções $W_Q, W_K, W_V, W_O$ custam $8nd^2$, linear em $n$:
-# para $n \gg d$, a atenção domina.
+# Dobrar $n$ quadruplica as duas coisas. As projeções $W_Q, W_K, W_V, W_O$ custam $8nD^2$, linear em
+# $n$: para $n \gg D$, a atenção domina.
 #
 # ### Exercício 3 — `attention_cost` (3 pontos)
 #
 # Escreva `attention_cost(seq_len, d_model)` que devolve `{"flops": ..., "score_bytes": ...}` com os
-# FLOPs dos dois produtos acima e os bytes da matriz de scores em float32. Tamanhos não positivos:
-# `ValueError`.
+# FLOPs dos dois produtos acima, somados sobre as cabeças ($n$ = `seq_len`, $D$ = `d_model`; as
+# cabeças não entram na conta), e os bytes da matriz de scores de **uma** cabeça em float32.
+# Tamanhos não positivos: `ValueError` com mensagem.
 
 # %% nbgrader={"grade": false, "grade_id": "attention_cost", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def attention_cost(seq_len, d_model):
-    """FLOPs de QKᵀ e pesos·V, e bytes da matriz de scores n×n em float32."""
+    """FLOPs de QKᵀ e pesos·V (todas as cabeças) e bytes da matriz de scores n×n de uma cabeça."""
     ### BEGIN SOLUTION
     if seq_len <= 0 or d_model <= 0:
         raise ValueError("seq_len e d_model devem ser positivos.")
@@ -434,7 +479,7 @@ check_attention_cost_hidden(attention_cost)
 # %% [markdown]
 # ### 4.1 Medindo
 #
-# Agora cronometramos duas implementações da mesma conta, para $n$ crescente ($d = 64$, uma cabeça):
+# Agora cronometramos duas implementações da mesma conta, para $n$ crescente ($D = D_k = 64$, uma cabeça):
 # a ingênua, que materializa a matriz $n \times n$ (a do capítulo 2), e `F.scaled_dot_product_attention`
 # do PyTorch. Em escala log-log, $t \propto n^p$ vira uma reta de inclinação $p$.
 
@@ -466,7 +511,7 @@ plots.attention_cost_figure(custo, inclinacoes, memoria)
 # programas as medidas oscilam — rode a célula de novo e compare.
 #
 # À direita, a memória. A versão ingênua aloca algumas matrizes $n \times n$ inteiras (os scores, os
-# scores divididos por $\sqrt{d}$, os pesos do softmax): a curva medida corre paralela à conta
+# scores divididos por $\sqrt{D_k}$, os pesos do softmax): a curva medida corre paralela à conta
 # $4n^2$ bytes, inclinação 2. A `F.scaled_dot_product_attention` da CPU percorre as chaves em blocos
 # e aloca muito menos, quase sem crescer com $n^2$ — a mesma ideia da FlashAttention, abaixo. Para
 # $n = 4096$, a matriz de scores de **uma** cabeça já ocupa 64 MiB; um modelo com 32 cabeças e 32
@@ -477,9 +522,10 @@ plots.attention_cost_figure(custo, inclinacoes, memoria)
 # memória (*IO-aware*): em GPUs, mover dados entre a memória grande e lenta (HBM) e a memória
 # pequena e rápida do chip (SRAM) custa mais que as contas. O algoritmo percorre $K$ e $V$ em blocos
 # que cabem na SRAM e mantém, para cada linha, o máximo e a soma parciais do softmax (o softmax
-# "online"), corrigindo o acumulado a cada bloco. Os FLOPs continuam $O(n^2 d)$ — a inclinação 2 não
-# muda —, mas a memória extra cai de $O(n^2)$ para $O(n)$ e o tempo cai várias vezes. Na GPU,
-# `F.scaled_dot_product_attention` escolhe um núcleo desse tipo sozinho; na CPU, o ganho é menor.
+# "online"), corrigindo o acumulado a cada bloco. Os FLOPs continuam $O(n^2 D)$ — a inclinação 2 não
+# muda —, mas a memória extra cai de $O(n^2)$ para $O(n)$ e o tempo cai (no artigo, o treino do GPT-2
+# com 1024 tokens ficou 3× mais rápido). Na GPU, `F.scaled_dot_product_attention` escolhe um núcleo
+# desse tipo sozinho; na CPU, o ganho é menor.
 # Métodos "lineares" (Longformer, Performer) mudam a conta em si e dão resultados diferentes.
 
 # %% [markdown]
@@ -497,7 +543,8 @@ plots.attention_cost_figure(custo, inclinacoes, memoria)
 #
 # ### Exercício 4 — `kaplan_loss` (2 pontos)
 #
-# Escreva `kaplan_loss(n_params)` que devolve $L(N)$ como `float`; `n_params <= 0` levanta `ValueError`.
+# Escreva `kaplan_loss(n_params)` que devolve $L(N)$ como `float`; `n_params <= 0` levanta `ValueError`
+# com mensagem.
 
 # %% nbgrader={"grade": false, "grade_id": "kaplan_loss", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def kaplan_loss(n_params):
@@ -520,15 +567,27 @@ check_kaplan_loss_hidden(kaplan_loss)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# Onde fica o nosso GPT na curva? Marcamos também dois modelos conhecidos (tamanhos aproximados,
-# sem *embeddings*): o GPT-2 de 1,5 bilhão de parâmetros e o GPT-3 de 175 bilhões.
+# Onde fica o nosso GPT na curva? Primeiro, o $N$ dele contado como Kaplan et al. contam: sem os
+# *embeddings* de vocabulário e de posição. Na contagem deles (tabela 1 do artigo), a projeção de
+# saída para o vocabulário não tem parâmetros próprios: é a mesma matriz do *embedding* de tokens
+# (pesos amarrados). No `TinyGPT` ela é uma camada separada (`gpt.head`), então também sai da conta
+# (`count_parameters(..., exclude_embeddings=True)` sozinho tira só as tabelas `nn.Embedding`):
 
 # %%
-modelos = {"nosso TinyGPT": n_sem_embeddings, "GPT-2 (1,5 B)": 1.5e9, "GPT-3 (175 B)": 1.75e11}
+n_kaplan = count_parameters(gpt, exclude_embeddings=True, exclude=[gpt.head])
+{"todos os parâmetros": n_total, "sem os embeddings": n_sem_embeddings,
+ "sem os embeddings nem a projeção de saída (o N de Kaplan)": n_kaplan}
+
+# %% [markdown]
+# Marcamos também dois modelos conhecidos (tamanhos aproximados, sem *embeddings*): o GPT-2 de 1,5
+# bilhão de parâmetros e o GPT-3 de 175 bilhões.
+
+# %%
+modelos = {"nosso TinyGPT": n_kaplan, "GPT-2 (1,5 B)": 1.5e9, "GPT-3 (175 B)": 1.75e11}
 plots.kaplan_figure(kaplan_loss_ref, modelos)
 
 # %%
-{"nosso GPT, previsto (nats/token BPE)": round(kaplan_loss_ref(n_sem_embeddings), 2),
+{"nosso GPT, previsto (nats/token BPE)": round(kaplan_loss_ref(n_kaplan), 2),
  "nosso GPT, medido (nats/caractere)": round(perda_val, 2),
  "10× mais parâmetros multiplica a perda por": round(10**-0.076, 3)}
 
@@ -563,12 +622,15 @@ plots.kaplan_figure(kaplan_loss_ref, modelos)
 # (2) Uma só pilha, uma só interface: toda tarefa vira "continuar um texto" (instrução + entrada no
 # prompt), e o mesmo modelo gera, classifica e traduz; com escala, surge o aprendizado em contexto
 # (*in-context learning*, GPT-3) sem ajuste fino. (3) A geração é natural (um token por vez, com o
-# que vimos de temperatura e top-k) e há um só conjunto de pesos para escalar, com leis de escala
-# previsíveis; na inferência, o cache de chaves e valores torna cada novo token barato.
+# que vimos de temperatura e top-k) e há uma só pilha de pesos para escalar, com leis de escala
+# previsíveis (as de Kaplan et al. foram medidas em modelos só-decodificador). Um motivo que **não**
+# distingue as famílias: o cache de chaves e valores (*KV cache*), que barateia cada novo token na
+# geração, vale igualmente para o decodificador de um codificador-decodificador.
 #
 # **Rubrica (2 pontos).**
 # - 1 ponto: dois motivos corretos entre dados sem rótulo / objetivo simples, interface única de texto
-#   e aprendizado em contexto, simplicidade para escalar. Meio ponto para um só motivo.
+#   e aprendizado em contexto, simplicidade para escalar. Meio ponto para um só motivo. O cache de
+#   chaves e valores não conta como motivo: os decodificadores das duas famílias o usam.
 # - 1 ponto: liga um motivo a algo do capítulo (o GPT treinado sem rótulos, a máscara causal que treina
 #   todas as posições de uma vez, a geração autorregressiva, a lei de escala). "Porque é melhor" sem
 #   razão não pontua.
@@ -587,16 +649,26 @@ plots.kaplan_figure(kaplan_loss_ref, modelos)
 # O codificador lê a entrada **uma vez**, nos dois sentidos (cada token da entrada vê os seguintes,
 # o que um decodificador causal não faz), e pode até receber algo que não é texto (espectrograma).
 # A atenção cruzada deixa cada passo da saída consultar diretamente qualquer posição da entrada (o
-# mapa da seção 1.3), sem que a entrada e a saída disputem o mesmo contexto causal; a entrada não
-# precisa ser reprocessada nem ocupar o contexto da geração, e o custo da atenção fica
-# $O(T \cdot S)$ na cruzada em vez de $O((S + T)^2)$.
+# mapa da seção 1.3), com pesos próprios para ler a entrada e outros para escrever a saída. E, com o
+# mesmo número de parâmetros, custa cerca de metade por token: num modelo com $L$ camadas no
+# codificador e $L$ no decodificador, cada token da entrada passa só pelas $L$ do codificador e cada
+# token da saída só pelas $L$ do decodificador, enquanto um só-decodificador de $2L$ camadas passa
+# todos os tokens pelas $2L$ (Raffel et al., 2020, seção 3.2, o T5).
+#
+# O que **não** é vantagem: a ordem do custo da atenção. Um par de camadas (uma do codificador, uma
+# do decodificador) compara $S^2$ pares (autoatenção da entrada, sem máscara) $+\ T^2/2$
+# (autoatenção causal da saída) $+\ TS$ (cruzada); uma camada do só-decodificador, lendo entrada e
+# saída juntas, $\approx (S+T)^2/2 = S^2/2 + ST + T^2/2$ — a mesma ordem. E "não reprocessar a
+# entrada a cada token" também vale para o só-decodificador com cache de chaves e valores.
 #
 # **Rubrica (2 pontos).**
 # - 1 ponto: uma situação adequada (entrada completa → saída de outro comprimento/modalidade), com
 #   exemplo concreto.
 # - 1 ponto: explica pelo menos uma vantagem mecânica: codificação bidirecional da entrada, atenção
-#   cruzada para consultar a entrada, entrada de outra modalidade, custo/eficiência. Citar só "T5 é
-#   bom em tradução" sem o porquê vale meio ponto.
+#   cruzada para consultar a entrada, entrada de outra modalidade, mais parâmetros pelo mesmo custo
+#   por token. Citar só "T5 é bom em tradução" sem o porquê vale meio ponto. Um custo de atenção
+#   "$O(TS)$ em vez de $O((S+T)^2)$" ou "não reprocessa a entrada" não pontua sozinho: compara uma
+#   subcamada com o modelo inteiro, e o cache de chaves e valores dá o mesmo ao só-decodificador.
 # ### END SOLUTION
 
 # %% [markdown]
@@ -605,12 +677,15 @@ plots.kaplan_figure(kaplan_loss_ref, modelos)
 # - As três famílias usam os mesmos blocos e diferem em quem pode atender a quem: codificador
 #   bidirecional (entender), decodificador causal (gerar), codificador-decodificador com atenção
 #   cruzada (transformar uma sequência em outra).
-# - Um GPT de caracteres com cerca de duzentos mil parâmetros, treinado em menos de um minuto com a
-#   prosa deste curso, fica bem abaixo da linha de base dos unigramas e escreve algo que lembra português.
-# - Gerar é repetir: logits da última posição, dividir por $T$, cortar no top-k, sortear com um
-#   gerador próprio, acrescentar. $T = 0$ é o argmax.
-# - A atenção custa $4n^2d$ FLOPs e $4n^2$ bytes de scores por cabeça: medimos inclinação ≈ 2 em
-#   log-log. FlashAttention dá o mesmo resultado sem guardar a matriz $n \times n$.
+# - Um GPT de caracteres pequeno (a contagem de parâmetros está impressa nas seções 2 e 5), treinado
+#   em menos de um minuto com a prosa deste curso, fica bem abaixo da linha de base dos unigramas e
+#   escreve algo que lembra português.
+# - Gerar é repetir: logits da última posição, dividir pela temperatura $\tau$, cortar no top-k,
+#   sortear com um gerador próprio, acrescentar. $\tau = 0$ é o argmax.
+# - A atenção custa $4n^2D$ FLOPs por camada (somadas as cabeças) e $4n^2$ bytes de scores por cabeça.
+#   O tempo medido cresce com inclinação perto de 2 em log-log; o valor exato, impresso na seção 4.1,
+#   varia com a máquina e a carga dela (a ingênua costuma passar de 2 quando a matriz sai do *cache*).
+#   FlashAttention dá o mesmo resultado sem guardar a matriz $n \times n$.
 # - Kaplan et al.: $L(N) = (N_c/N)^{\alpha_N}$, $N_c \approx 8{,}8\cdot10^{13}$,
 #   $\alpha_N \approx 0{,}076$ — uma tendência empírica, com condições, não uma promessa de
 #   capacidades.

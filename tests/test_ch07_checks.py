@@ -273,6 +273,22 @@ def test_quiz_wrong_answer_named_without_revealing():
         checks.check_family_quiz_hidden(wrong)
 
 
+def test_quiz_gives_credit_per_item():
+    """Cada item tem a sua célula oculta: um item errado (ou em branco) não derruba os outros."""
+    wrong = dict(RIGHT, e="encoder", c=...)
+    for key in "abd":
+        checks.check_family_quiz_item(wrong, key)
+        checks.check_family_quiz_item(lambda: dict(wrong), key)
+    with pytest.raises(AssertionError, match=r"Item 'e': a família 'encoder' não é"):
+        checks.check_family_quiz_item(wrong, "e")
+    with pytest.raises(AssertionError, match=r"não respondeu o item 'c'"):
+        checks.check_family_quiz_item(wrong, "c")
+    with pytest.raises(AssertionError, match="não é uma das famílias"):
+        checks.check_family_quiz_item(dict(RIGHT, a="bert"), "a")
+    for key in RIGHT:
+        checks.check_family_quiz_item(RIGHT, key)
+
+
 @pytest.mark.parametrize(
     "answers, diagnosis",
     [

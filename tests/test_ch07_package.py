@@ -95,6 +95,10 @@ def test_tiny_gpt_is_causal_and_counts_parameters():
     torch.testing.assert_close(a[:, :5], b[:, :5])
     assert not torch.allclose(a[:, 5:], b[:, 5:])
     assert count_parameters(model) - count_parameters(model, exclude_embeddings=True) == (11 + 12) * 16
+    # o N de Kaplan: sem os embeddings e sem a projeção de saída (que nos modelos deles é amarrada)
+    n_kaplan = count_parameters(model, exclude_embeddings=True, exclude=[model.head])
+    head = sum(p.numel() for p in model.head.parameters())
+    assert head == 11 * 16 and count_parameters(model) - n_kaplan == (11 + 12) * 16 + head
     with pytest.raises(ValueError, match="max_len"):
         model(torch.zeros(1, 13, dtype=torch.long))
 

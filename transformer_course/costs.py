@@ -1,6 +1,6 @@
 """Quanto custa a atenção e quanto um modelo maior promete (capítulo 7).
 
-- :func:`attention_cost`: FLOPs e bytes da atenção de uma cabeça, contados à mão.
+- :func:`attention_cost`: FLOPs da atenção (todas as cabeças) e bytes dos scores de uma cabeça.
 - :func:`naive_attention` e :func:`time_attention`: a atenção escrita com a matriz
   de scores explícita, cronometrada contra ``F.scaled_dot_product_attention``.
 - :func:`loglog_slope`: a inclinação de uma reta ajustada em escala log-log.
@@ -46,18 +46,35 @@ def kaplan_loss(n_params: float) -> float:
 
 
 def attention_cost(seq_len: int, d_model: int) -> dict[str, int]:
-    """FLOPs de QKᵀ e pesos·V (multiplicação-soma = 2 FLOPs) e bytes da matriz n×n em float32."""
+    """FLOPs de QKᵀ e pesos·V e bytes de uma matriz de scores n×n em float32.
+
+    Com H cabeças de largura Dk = d_model / H, cada cabeça faz 2·n²·Dk FLOPs em cada produto
+    (multiplicação-soma = 2 FLOPs); somadas as cabeças, 2·n²·d_model por produto, qualquer que
+    seja H. Então ``flops`` = 4·n²·d_model vale para a camada inteira, e ``score_bytes`` = 4·n² é a
+    matriz de **uma** cabeça (a camada guarda H delas).
+    """
     if seq_len <= 0 or d_model <= 0:
         raise ValueError(f"seq_len e d_model devem ser positivos; recebidos {seq_len} e {d_model}.")
     n, d = seq_len, d_model
     return {"flops": 2 * n * n * d + 2 * n * n * d, "score_bytes": 4 * n * n}
 
 
-def count_parameters(model: torch.nn.Module, exclude_embeddings: bool = False) -> int:
-    """Número de parâmetros treináveis (opcionalmente sem as tabelas ``nn.Embedding``)."""
-    skip = set()
+def count_parameters(
+    model: torch.nn.Module, exclude_embeddings: bool = False, exclude: Sequence[torch.nn.Module] = ()
+) -> int:
+    """Número de parâmetros treináveis.
+
+    Args:
+        exclude_embeddings: não conta as tabelas ``nn.Embedding`` (de tokens e de posições).
+        exclude: outros módulos cujos parâmetros não contam. O N de Kaplan et al. (2020) exclui
+            os *embeddings* de vocabulário e de posição; na tabela 1 deles, a projeção de saída
+            para o vocabulário ("de-embed") não tem parâmetros próprios, pois é a mesma matriz do
+            *embedding* de tokens. Num modelo em que ela é separada (o ``TinyGPT``, ``model.head``),
+            o N comparável também a exclui: ``exclude=[model.head]``.
+    """
+    skip = {id(p) for m in exclude for p in m.parameters()}
     if exclude_embeddings:
-        skip = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()}
+        skip |= {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()}
     return sum(p.numel() for p in model.parameters() if p.requires_grad and id(p) not in skip)
 
 

@@ -3,7 +3,7 @@
 Oráculos independentes do código do aluno: para ``generate``, um modelo de brinquedo
 cujos logits são conhecidos (uma tabela de bigramas: os logits de cada posição só
 dependem do token daquela posição), a escolha gulosa escrita como um laço simples e as
-frequências de milhares de sorteios comparadas com ``softmax(logits / T)``; para as
+frequências de milhares de sorteios comparadas com ``softmax(logits / temperature)``; para as
 fórmulas, a fórmula escrita de novo aqui.
 """
 
@@ -37,6 +37,7 @@ __all__ = [
     "check_attention_cost_hidden",
     "check_family_quiz",
     "check_family_quiz_hidden",
+    "check_family_quiz_item",
     "check_generate",
     "check_generate_hidden",
     "check_kaplan_loss",
@@ -213,7 +214,7 @@ def _frequencies(fn, logits, temperature, top_k, n_draws, seed, extra=""):
 
 
 def _expect_distribution(freq, logits, temperature, top_k, tried, tol=0.035) -> None:
-    """Compara frequências com softmax(logits/T) (e top-k), nomeando erros conhecidos."""
+    """Compara frequências com softmax(logits / temperature) (e top-k), nomeando erros conhecidos."""
     __tracebackhide__ = True
     logits = logits.double()
 
@@ -249,7 +250,7 @@ def _expect_distribution(freq, logits, temperature, top_k, tried, tol=0.035) -> 
     fmt = lambda p: "[" + ", ".join(f"{v:.3f}" for v in p.tolist()) + "]"  # noqa: E731
     raise CheckFailure(
         f"`{GENERATE}` falhou.\nTeste: {tried}\nA distribuição dos tokens sorteados não é "
-        f"softmax(logits / T){' restrita aos k maiores' if top_k else ''}.\n"
+        f"softmax(logits / temperature){' restrita aos k maiores' if top_k else ''}.\n"
         f"Logits: {fmt(logits)}\nFrequências esperadas: {fmt(expected)}\nFrequências obtidas:   {fmt(freq)}"
         + (f"\nDiagnóstico provável: sua saída coincide com {hint}." if hint else "")
     )
@@ -347,7 +348,7 @@ def _check_generate(fn: Callable) -> None:
     # 1. Gulosa (temperatura 0): resultado exato, lote de 3 prompts diferentes.
     _check_greedy(fn)
     n += 1
-    # 2. Temperaturas 0,5 e 2: as frequências de 4000 sorteios seguem softmax(logits / T).
+    # 2. Temperaturas 0,5 e 2: as frequências de 4000 sorteios seguem softmax(logits / temperature).
     logits = torch.tensor([2.0, 1.0, 0.0, -1.0, -2.0])
     for i, temperature in enumerate((0.5, 2.0)):
         freq, tried = _frequencies(fn, logits, temperature, None, 4000, seed=10 + i)
@@ -398,7 +399,7 @@ def _check_generate_hidden(fn: Callable) -> None:
     n += 1
     _check_greedy(fn, V=5, B=1, T0=6, n=5, seed=41, max_len=2, extra=" (prompt maior que max_len)")
     n += 1
-    # top-k = 1 com T = 1 é a escolha gulosa; top-k maior que o vocabulário não quebra nada.
+    # top-k = 1 com temperatura 1 é a escolha gulosa; top-k maior que o vocabulário não quebra nada.
     logits = torch.tensor([0.3, 1.7, -0.2, 1.1, 0.0, 0.9])
     freq, tried = _frequencies(fn, logits, 1.0, 1, 500, seed=42, extra=" (top_k=1)")
     _expect_distribution(freq, logits, 1.0, 1, tried)
@@ -407,7 +408,7 @@ def _check_generate_hidden(fn: Callable) -> None:
     n += 2
     # temperatura e top-k juntos
     logits = torch.tensor([1.0, 3.0, -1.0, 2.0, 0.0, 2.5, -3.0])
-    freq, tried = _frequencies(fn, logits, 0.7, 4, 4000, seed=44, extra=" (T e top-k juntos)")
+    freq, tried = _frequencies(fn, logits, 0.7, 4, 4000, seed=44, extra=" (temperatura e top-k juntos)")
     _expect_distribution(freq, logits, 0.7, 4, tried)
     n += 1
     # max_new_tokens = 0 devolve o próprio prompt
@@ -671,8 +672,38 @@ def check_family_quiz(answers) -> None:
     )
 
 
+def check_family_quiz_item(answers, key: str) -> None:
+    """Teste oculto de UM item do questionário: cada item vale os seus pontos, numa célula própria."""
+    __tracebackhide__ = True
+    if key not in QUIZ_KEYS:
+        raise ValueError(f"item desconhecido: {key!r}; os itens são {list(QUIZ_KEYS)}.")
+    tried = f"item {key!r} do questionário"
+    if callable(answers):
+        answers = call(answers, QUIZ, "respostas_quiz()")
+    expect(isinstance(answers, dict), QUIZ, tried, f"Esperava um dicionário; veio {describe(answers)}.")
+    expect(key in answers, QUIZ, tried, f"Falta a resposta do item {key!r}.")
+    if answers[key] is ...:
+        raise CheckFailure(f"Você ainda não respondeu o item {key!r} do questionário (não implementado).")
+    family = _normalize(answers[key])
+    expect(
+        family is not None,
+        QUIZ,
+        tried,
+        f"Item {key!r}: resposta {answers[key]!r} não é uma das famílias {list(FAMILIES)}.",
+    )
+    expect(
+        _digest(key, family) == _ANSWERS[key],
+        QUIZ,
+        tried,
+        f"Item {key!r}: a família {family!r} não é a mais natural para esta tarefa. Releia a "
+        "seção 1: quem precisa ver a frase inteira, quem gera da esquerda para a direita e quem "
+        "transforma uma entrada completa em outra sequência?",
+    )
+    print(f"✔ `{QUIZ}`: item {key!r} certo.")
+
+
 def check_family_quiz_hidden(answers) -> None:
-    """Teste oculto do questionário: cada item contra a resposta certa."""
+    """Teste oculto do questionário inteiro: cada item contra a resposta certa."""
     __tracebackhide__ = True
     normalized = _check_quiz_format(answers)
     wrong = [k for k, family in normalized.items() if _digest(k, family) != _ANSWERS[k]]
