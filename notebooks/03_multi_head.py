@@ -261,8 +261,8 @@ cabecas.shape, torch.equal(merge_heads_ref(cabecas), x)
 #   nenhum outro parâmetro; um `nn.Dropout(dropout)` para os pesos de atenção (em modo de avaliação,
 #   `.eval()`, ele não age);
 # - `forward(query, key, value, mask=None)` devolve `(output, weights)`: `output` $(B, T_q, D)$ e `weights`
-#   $(B, H, T_q, T_k)$ — um mapa **por cabeça**, antes do *dropout* (o *dropout* age só no produto
-#   pelos valores);
+#   $(B, H, T_q, T_k)$ — um mapa **por cabeça**, antes do *dropout* (o *dropout* entra só no produto
+#   pelos valores, não nos pesos devolvidos);
 # - `query` $(B, T_q, D)$ pode ter comprimento diferente de `key` e `value` $(B, T_k, D)$ (atenção
 #   cruzada), e `key` pode ser diferente de `value`;
 # - `mask` nas três formas da tabela acima (inclusive $(B, H, T_q, T_k)$, uma máscara por cabeça);

@@ -647,7 +647,7 @@ with torch.no_grad():
 # %% [markdown] nbgrader={"grade": true, "grade_id": "q_preln", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
 # **Resposta modelo.** No Post-LN, o gradiente de $W^2$ da última camada fica no mesmo patamar para
-# 1 a 12 camadas (o maior e o menor diferem por menos de 40 %, o que os testes do curso conferem);
+# 1 a 12 camadas (o maior valor fica menos de 40 % acima do menor, o que os testes do curso conferem);
 # no Pre-LN ele cai com a profundidade (a 12 camadas, menos da metade do valor com uma), como o
 # limite do teorema de Xiong et al., $O(d\sqrt{\ln d / L})$, sugere. A figura do fluxo
 # residual mostra a causa: no Post-LN a norma de $x$ é renormalizada a cada subcamada (fica
