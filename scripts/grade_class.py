@@ -124,19 +124,16 @@ def confinement_problem(allow_unconfined: bool) -> str | None:
     """GANCHO DO ISOLAMENTO (correção segura): recusa corrigir sem o kernel confinado.
 
     O isolamento em si vem do ``nbgrader_config.py`` do curso, que cada tarefa carrega (o kernel de
-    toda entrega parte confinado). Aqui só se pergunta ao módulo do isolamento, se ele existir,
-    se a máquina consegue confinar; sem isso, a correção só roda com a opção explícita.
+    toda entrega parte confinado pelo bubblewrap). Aqui se confere, antes de espalhar as tarefas,
+    que a máquina consegue confinar (:func:`transformer_course.sandbox.require_sandbox`); sem isso, a
+    correção só roda com ``--sem-isolamento`` (que os workers do ``LocalCluster`` herdam pelo
+    ambiente). Workers de um cluster externo (``--scheduler``) conferem com a configuração deles.
     """
+    from transformer_course.sandbox import SandboxUnavailable, require_sandbox
+
     try:
-        from transformer_course import sandbox
-    except ImportError:
-        return None
-    check = getattr(sandbox, "require_confinement", None)
-    if check is None:
-        return None
-    try:
-        check(allow_unconfined=allow_unconfined)
-    except Exception as exc:  # noqa: BLE001 - a mensagem do módulo do isolamento vai para o instrutor
+        require_sandbox(allow_unconfined=allow_unconfined)
+    except SandboxUnavailable as exc:
         return str(exc)
     return None
 
@@ -152,12 +149,17 @@ def grade_sequential(chapter: str, pending: list[str], args, db_url: str) -> tup
     run = nbgrader("autograde", chapter, "--create", *force, *extra, db_url=db_url)
     feedback = nbgrader("generate_feedback", chapter, *force, db_url=db_url)
     seconds = (time.perf_counter() - started) / max(len(pending), 1)
+    from transformer_course.sandbox import withhold_leaky_feedback
+
+    withheld = withhold_leaky_feedback(ROOT, chapter, pending)
     results = []
     for student in pending:
         graded = AUTOGRADED / student / chapter / f"{chapter}.ipynb"
         ok = graded.exists()
         reason = "" if ok else _log_reason(run.stderr, student, chapter)
-        results.append(TaskResult(student, chapter, ok, reason, seconds=seconds, worker="sequencial"))
+        task = TaskResult(student, chapter, ok, reason, seconds=seconds, worker="sequencial")
+        task.withheld = withheld.get(student, "")
+        results.append(task)
     log = (
         f"===== nbgrader autograde {chapter} (código {run.returncode})\n{run.stderr}\n"
         f"===== nbgrader generate_feedback {chapter} (código {feedback.returncode})\n{feedback.stderr}"
@@ -356,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         for task in results:
             student, chapter = task.student, task.chapter
             graded = AUTOGRADED / student / chapter / f"{chapter}.ipynb"
+            if task.withheld:
+                failures.append((student, chapter, f"devolutiva retida: {task.withheld}"))
             if not task.ok or not graded.exists():
                 status[student, chapter] = "ERRO"
                 failures.append((student, chapter, task.reason or "o nbgrader não gerou a versão corrigida"))

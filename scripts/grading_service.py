@@ -93,6 +93,10 @@ class GradingService:
 
     # ------------------------------------------------------------ preparo
     def setup(self, names: list[str]) -> None:
+        # Isolamento (correção segura): sem bubblewrap, só com --sem-isolamento.
+        from transformer_course.sandbox import require_sandbox
+
+        require_sandbox(allow_unconfined=self.args.sem_isolamento)
         wait_for_db(self.db_url, wait=30)
         Path(self.exchange).mkdir(parents=True, exist_ok=True)
         # Troca por sistema de arquivos: todos escrevem, ninguém apaga o que é dos outros (como /tmp).
@@ -178,6 +182,9 @@ class GradingService:
         )
         return "pronta" if released is not None and released.exists() else "liberar"
 
+    def stamp(self, student: str, chapter: str) -> str | None:
+        return _read(self.folder("submitted", student, chapter) / "timestamp.txt")
+
     def collect(self, student: str, chapter: str) -> dict:
         from nbgrader.utils import capture_log, temp_attrs
 
@@ -237,10 +244,12 @@ class GradingService:
                 reason = f"{type(exc).__name__}: {exc}"
             else:
                 reason = result.reason
+            if result is not None and result.withheld:
+                self.failed[student, chapter] = self.stamp(student, chapter)
+                say(f"{student} / {chapter}: devolutiva retida (não liberada): {result.withheld}")
+                continue
             if result is None or not result.ok:
-                self.failed[student, chapter] = _read(
-                    self.folder("submitted", student, chapter) / "timestamp.txt"
-                )
+                self.failed[student, chapter] = self.stamp(student, chapter)
                 say(f"{student} / {chapter}: NÃO corrigida: {reason}")
                 continue
             self.release(student, chapter, when)
@@ -288,6 +297,11 @@ def main(argv: list[str] | None = None) -> int:
         "--intervalo", type=float, default=2.0, help="segundos entre duas varreduras da troca"
     )
     parser.add_argument("--timeout", type=int, default=None, help="limite por célula em segundos")
+    parser.add_argument(
+        "--sem-isolamento",
+        action="store_true",
+        help="aceita corrigir sem o kernel confinado onde o isolamento não existe (arriscado)",
+    )
     args = parser.parse_args(argv)
 
     available = [c for c in chapters(ROOT) if (ROOT / "release" / c).is_dir()]
@@ -310,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         service.close()
         say("serviço parado")
         return 0
-    except (DatabaseUnavailable, RuntimeError) as exc:
+    except (DatabaseUnavailable, RuntimeError) as exc:  # inclui SandboxUnavailable
         say(f"o serviço não pôde continuar: {exc}")
         service.close()
         return 1

@@ -206,6 +206,7 @@ class TaskResult:
     retries: int = 0
     skipped: bool = False
     feedback: bool = False
+    withheld: str = ""  # a devolutiva continha material do professor e não foi publicada
     extra: dict = field(default_factory=dict)
 
 
@@ -297,6 +298,10 @@ def grade_submission(
             )
             log += "\n" + fb_text
             out.feedback = fb["success"]
+            # Segunda camada do isolamento: uma devolutiva com soluções ou testes ocultos não sai.
+            from transformer_course.sandbox import withhold_leaky_feedback
+
+            out.withheld = withhold_leaky_feedback(root, chapter, [student]).get(student, "")
     out.retries = retries
     out.log = log
     out.seconds = time.perf_counter() - started
