@@ -727,8 +727,8 @@ print(f"cabeças com a mesma inclinação: {mesma_cabeca}; valores presentes nas
 # %% [markdown]
 # As duas receitas cobrem alcances parecidos (a menor inclinação é $1/256$ nas duas), mas nenhuma
 # cabeça recebe a mesma inclinação, e só 4 valores aparecem nas duas listas: o oficial termina com
-# quatro valores intermediários da escada de 8 ($2^{-0{,}5}, 2^{-1{,}5}, \ldots$), fora de ordem. Um
-# modelo treinado com uma receita não funciona com a outra sem ajuste.
+# quatro valores da escada de 16 que caem entre os degraus da escada de 8 ($2^{-0{,}5}, 2^{-1{,}5},
+# \ldots$), fora de ordem. Um modelo treinado com uma receita não funciona com a outra sem ajuste.
 #
 # **A forma simétrica.** No artigo o modelo é causal: só $j \le i$ importa, e $|i - j| = i - j$. A
 # forma simétrica $-m_h|i - j|$ que usamos aqui deixa aplicar o viés também num codificador, mas ela
@@ -842,8 +842,9 @@ plots.alibi_figure(ref.alibi_slopes(8), vies_8)
 # | além do comprimento de treino | calcula-se, mas o modelo extrapola mal (Press et al., 2022) | impossível: não há linha | degrada sem ajuste; estende-se com interpolação | a perplexidade mais estável em Press et al., mas sem usar o contexto além de $L$ (Chi et al., 2023) |
 # | quem usa | *Transformer* original | BERT, GPT-2 | LLaMA, Mistral, GPT-NeoX | BLOOM, MPT |
 #
-# Regra prática hoje: RoPE é o padrão dos modelos de linguagem abertos; ALiBi quando extrapolar sem
-# ajuste é o requisito; a aprendida quando o comprimento é fixo e curto; a senoidal pela
+# Regra prática hoje: RoPE é o padrão dos modelos de linguagem abertos; ALiBi quando o requisito é
+# não degradar além do comprimento de treino, sem ajuste (sabendo que o contexto útil continua o do
+# treino); a aprendida quando o comprimento é fixo e curto; a senoidal pela
 # simplicidade e pela história.
 
 # %% [markdown]
