@@ -101,6 +101,7 @@ MATHJAX_VERSION := 3.2.2
 $(BOOK_STAMP): book/requirements.txt
 	test -x $(BOOK_VENV)/bin/python || $(PYTHON) -m venv $(BOOK_VENV)
 	$(BOOK_VENV)/bin/python -m pip install --quiet -r book/requirements.txt
+	@command -v npm >/dev/null || { echo "make book precisa do Node.js com npm (MathJax): sudo apt-get install nodejs"; exit 1; }
 	npm install --prefix $(BOOK_VENV) --no-audit --no-fund --silent mathjax@$(MATHJAX_VERSION)
 	touch $@
 

@@ -21,6 +21,7 @@ O site fica em ``build/book/<edição>/_build/html/index.html``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -41,11 +42,11 @@ BOOK_VENV = ROOT / ".venv-book"
 MATHJAX = BOOK_VENV / "node_modules" / "mathjax" / "es5"
 EDITIONS = ("aluno", "professor")
 
-# Célula escondida (tag remove-cell) no topo de cada capítulo: na página estática, cada exploração
-# (controles + ipywidgets.Image com o PNG, ou interactive_output) vira a figura nos valores iniciais
-# e, no lugar dos controles, um aviso de como explorá-la ao vivo. O estado embutido dos widgets
-# exigiria a biblioteca de widgets no navegador (de um CDN) e um PNG por combinação de controles.
-# O notebook do aluno não muda; só a cópia montada no livro.
+# Roda no início do kernel do livro (``--IPKernelApp.exec_files``), fora dos notebooks (o .ipynb que o
+# site oferece para baixar fica igual ao do aluno): na página estática, cada exploração (controles +
+# ipywidgets.Image com o PNG, ou interactive_output) vira a figura nos valores iniciais e, no lugar
+# dos controles, um aviso de como explorá-la ao vivo. O estado embutido dos widgets exigiria a
+# biblioteca de widgets no navegador (de um CDN) e um PNG por combinação de controles.
 STATIC_WIDGETS = '''\
 import ipywidgets as _widgets
 from IPython.display import Image as _Image
@@ -95,6 +96,9 @@ def _book_static_output(function, controls):
 _widgets.interactive_output = _book_static_output
 _widgets.Widget._ipython_display_ = _book_static_widget
 '''
+
+
+STARTUP_HASH = hashlib.sha1(STATIC_WIDGETS.encode()).hexdigest()[:10]
 
 
 def chapters() -> list[str]:
@@ -172,9 +176,6 @@ def chapter_notebook(name: str, edition: str, config: dict) -> nbformat.Notebook
     source = nbformat.read(ROOT / "source" / name / f"{name}.ipynb", as_version=4)
     by_id = {cell.id: cell for cell in source.cells}
     cells = [nb.cells[0], launch_cell(config, name)]
-    setup = nbformat.v4.new_code_cell(STATIC_WIDGETS, metadata={"tags": ["remove-cell"]})
-    setup.id = "book-static-widgets"
-    cells.append(setup)
     for cell in nb.cells[1:]:
         if cell.cell_type == "code":  # marcas do nbval não interessam a quem lê
             cell.source = "\n".join(
@@ -186,18 +187,30 @@ def chapter_notebook(name: str, edition: str, config: dict) -> nbformat.Notebook
                 extra.id = f"book-professor-{cell.id}-{k}"
                 cells.append(extra)
     nb.cells = cells
+    # O código de início do kernel entra na chave do cache (jupyter-cache usa o kernelspec do notebook).
+    nb.metadata["kernelspec"]["display_name"] = f"Python 3 (ipykernel) - livro {STARTUP_HASH}"
     nbformat.validate(nb)
     return nb
 
 
 def kernelspec(folder: Path) -> Path:
-    """Kernelspec ``python3`` que roda no Python do curso (precede o do .venv-book no JUPYTER_PATH)."""
+    """Kernelspec ``python3`` que roda no Python do curso (precede o do .venv-book no JUPYTER_PATH),
+    com as explorações estáticas carregadas no início."""
     spec = folder / "kernels" / "python3"
     spec.mkdir(parents=True, exist_ok=True)
+    startup = folder / "static_widgets.py"
+    startup.write_text(STATIC_WIDGETS)
     (spec / "kernel.json").write_text(
         json.dumps(
             {
-                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "argv": [
+                    sys.executable,
+                    "-m",
+                    "ipykernel_launcher",
+                    "-f",
+                    "{connection_file}",
+                    f"--IPKernelApp.exec_files={startup}",
+                ],
                 "display_name": "Python 3 (ipykernel)",
                 "language": "python",
                 "metadata": {"debugger": False},
