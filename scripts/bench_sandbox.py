@@ -77,6 +77,38 @@ def measure(chapter: str = "02_atencao", students: int = 2, rounds: int = 3) -> 
     return {"sem": plain, "com": boxed, "extra_pct": 100 * (boxed - plain) / plain, "rodadas": times}
 
 
+def floor(rounds: int = 5) -> dict:
+    """Partida de um kernel + ``import torch, transformer_course`` (nbclient), com e sem isolamento."""
+    import nbformat
+    from nbclient import NotebookClient
+    from traitlets.config import Config
+
+    from transformer_course.sandbox import SandboxedKernelManager
+
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("import torch, transformer_course.checks")]
+    )
+    times = {True: [], False: []}
+    os.environ[UNCONFINED_ENV] = "1"  # só para a rodada sem isolamento (confine=False)
+    with tempfile.TemporaryDirectory(prefix="bench-piso-") as tmp:
+        os.chmod(tmp, 0o755)
+        for _ in range(rounds):
+            for confined in (False, True):
+                client = NotebookClient(
+                    nb,
+                    kernel_manager_class=SandboxedKernelManager,
+                    config=Config({"SandboxedKernelManager": {"confine": confined}}),
+                    resources={"metadata": {"path": tmp}},
+                    timeout=120,
+                )
+                started = time.perf_counter()
+                client.execute()
+                times[confined].append(time.perf_counter() - started)
+    del os.environ[UNCONFINED_ENV]
+    plain, boxed = statistics.median(times[False]), statistics.median(times[True])
+    return {"sem": plain, "com": boxed, "extra_pct": 100 * (boxed - plain) / plain, "rodadas": times}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("chapter", nargs="?", default="02_atencao")
@@ -84,10 +116,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rodadas", type=int, default=3)
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    res = measure(args.chapter, args.alunos, args.rodadas)
+    base = floor()
     print(
-        f"isolamento ({args.chapter}, {args.alunos} alunos x {args.rodadas} rodadas): "
-        f"{res['sem']:.1f} s/notebook sem, {res['com']:.1f} s com bubblewrap ({res['extra_pct']:+.0f} %)"
+        f"isolamento, partida do kernel + import torch (mediana de 5): {base['sem']:.2f} s sem, "
+        f"{base['com']:.2f} s com bubblewrap ({base['extra_pct']:+.0f} %)"
+    )
+    res = measure(args.chapter, args.alunos, args.rodadas)
+    spread = {k: f"{min(v):.1f}–{max(v):.1f}" for k, v in res["rodadas"].items()}
+    print(
+        f"isolamento, autograde ({args.chapter}, {args.alunos} alunos x {args.rodadas} rodadas): "
+        f"{res['sem']:.1f} s/notebook sem ({spread[False]}), {res['com']:.1f} s com bubblewrap "
+        f"({spread[True]}): {res['extra_pct']:+.0f} %"
     )
     return 0
 

@@ -401,6 +401,10 @@ def _kernel_manager_class():
                 shutil.rmtree(self._private_dir, ignore_errors=True)
                 self._private_dir = None
 
+        # O nbclient chama ``cleanup_resources`` (apelido do método da classe base) quando o kernel
+        # já morreu.
+        cleanup_resources = _async_cleanup_resources
+
     SandboxedKernelManager.__module__ = __name__
     return SandboxedKernelManager
 
