@@ -324,9 +324,9 @@ plots.noam_curves([(512, 4000, 1.0), (512, 8000, 1.0), (256, 4000, 1.0), (512, 4
 # `torch.optim.lr_scheduler.LambdaLR` cuja função é a sua `noam_lr`. Depois de $k$ chamadas de
 # `scheduler.step()`, a taxa deve ser `noam_lr(k, ...)`, qualquer que fosse o `lr` inicial.
 #
-# **A ordem importa.** O `LambdaLR` lê a taxa base de cada grupo **uma vez, quando é criado** (ele a
-# guarda em `scheduler.base_lrs` e em `group["initial_lr"]`), e a partir daí calcula toda taxa como
-# taxa base × $\lambda(k)$. Por isso `lr = 1.0` vem **antes** de criar o agendador: mudar `lr`
+# **A ordem importa.** O `LambdaLR` lê a taxa base de cada grupo **uma vez, quando é criado** (num
+# otimizador que nunca teve agendador, é o `lr` do grupo naquele momento; ele a guarda em
+# `scheduler.base_lrs`), e a partir daí calcula toda taxa como taxa base × $\lambda(k)$. Por isso `lr = 1.0` vem **antes** de criar o agendador: mudar `lr`
 # depois só vale até o primeiro `scheduler.step()`, que volta a usar a taxa base guardada.
 
 # %% nbgrader={"grade": false, "grade_id": "make_warmup_scheduler", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -704,8 +704,8 @@ def presas_no_chute(resultado):
 #
 # - O laço de treino, por lote: `zero_grad` → *forward* → perda → `backward` → `clip_grad_norm_` →
 #   `optimizer.step()` → `scheduler.step()`. Sem `zero_grad`, os gradientes se somam; com o recorte
-#   depois do passo, ele não recorta nada; com o agendador antes do otimizador, a curva anda um passo
-#   adiantada.
+#   depois do passo, o passo já foi dado com o gradiente inteiro; com o agendador antes do
+#   otimizador, a curva anda um passo adiantada.
 # - Avaliar: `model.eval()`, `torch.no_grad()`, e devolver o modelo ao modo anterior.
 # - A entropia cruzada de um modelo que chuta entre $C$ classes vale $\ln C$: é a primeira linha a
 #   procurar numa curva de perda.
