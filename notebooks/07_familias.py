@@ -700,7 +700,14 @@ plots.kaplan_figure(kaplan_loss_ref, modelos)
 # - T. Brown et al. (2020), *Language Models are Few-Shot Learners*, NeurIPS — GPT-3 e o aprendizado
 #   em contexto.
 # - C. Raffel et al. (2020), *Exploring the Limits of Transfer Learning with a Unified Text-to-Text
-#   Transformer*, JMLR — T5, que compara as três famílias.
+#   Transformer*, JMLR — T5; a seção 3.2 compara codificador-decodificador e só-decodificador (com e
+#   sem prefixo) com o mesmo número de parâmetros ou o mesmo custo.
+# - A. Radford et al. (2023), *Robust Speech Recognition via Large-Scale Weak Supervision*, ICML —
+#   Whisper, um codificador-decodificador que transcreve e traduz fala.
+# - A. Baevski et al. (2020), *wav2vec 2.0: A Framework for Self-Supervised Learning of Speech
+#   Representations*, NeurIPS — só-codificador ajustado com CTC para transcrever fala.
+# - A. Graves et al. (2006), *Connectionist Temporal Classification: Labelling Unsegmented Sequence
+#   Data with Recurrent Neural Networks*, ICML — a perda CTC.
 # - A. Holtzman et al. (2020), *The Curious Case of Neural Text Degeneration*, ICLR — por que a gulosa
 #   repete, top-k e *nucleus sampling*.
 # - J. Kaplan et al. (2020), *Scaling Laws for Neural Language Models*, arXiv:2001.08361 — equação (1.1).
