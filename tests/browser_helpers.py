@@ -14,6 +14,7 @@ import secrets
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -378,7 +379,7 @@ def record_latency(path: Path, chapter: str, samples: list[float], note: str = "
     ordered = sorted(samples)
     entry = {
         "amostras_ms": samples,
-        "mediana_ms": ordered[len(ordered) // 2] if ordered else None,
+        "mediana_ms": statistics.median(ordered) if ordered else None,
         "p95_ms": ordered[min(len(ordered) - 1, -(-95 * len(ordered) // 100) - 1)] if ordered else None,
         "carga": round(os.getloadavg()[0], 2),
         "quando": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),

@@ -29,6 +29,7 @@ __all__ = [
     "generate",
     "next_token_distribution",
     "train_gpt",
+    "training_report",
 ]
 
 
@@ -101,6 +102,7 @@ class GPTConfig:
     n_layers: int = 2  # blocos empilhados
     d_ff: int = 384  # largura da FFN (4 × d_model)
     dropout: float = 0.0  # pouco treino, modelo pequeno: sem dropout
+    tie_weights: bool = False  # a projeção de saída reusa a matriz do embedding de tokens (GPT-2)
 
 
 class TinyGPT(nn.Module):
@@ -122,6 +124,8 @@ class TinyGPT(nn.Module):
         self.norm = nn.LayerNorm(config.d_model)
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.apply(self._init)
+        if config.tie_weights:
+            self.head.weight = self.token_embedding.weight  # (V, D): a mesma matriz nos dois lugares
 
     @staticmethod
     def _init(module: nn.Module) -> None:
@@ -177,25 +181,42 @@ def train_gpt(
     lr: float = 3e-3,
     eval_every: int = 50,
     seed: int = 0,
+    weight_decay: float = 0.01,
+    betas: tuple[float, float] = (0.9, 0.999),
+    warmup_fraction: float = 0.05,
+    min_lr_ratio: float = 0.1,
 ) -> dict[str, list[float]]:
-    """Treina com AdamW e decaimento cosseno, parando em ``max_steps`` ou ``max_seconds``.
+    """Treina com AdamW, aquecimento linear e decaimento cosseno, parando em ``max_steps`` ou ``max_seconds``.
+
+    O agendamento anda com o que acabar primeiro: a fração é ``max(passo / max_steps,
+    tempo / max_seconds)``. Numa máquina livre, os passos acabam antes e o agendamento é o de
+    sempre; numa máquina ocupada, o tempo manda e a taxa ainda chega ao fim do cosseno (um treino
+    cortado no meio, com a taxa ainda alta, termina bem pior).
 
     Devolve o histórico: ``step``, ``train_loss`` (média desde a última avaliação),
-    ``val_loss``, ``seconds`` e, em ``total_seconds``, o tempo total.
+    ``val_loss``, ``seconds``; em ``total_seconds`` o tempo total, em ``max_steps`` o orçamento de
+    passos e em ``cut_by_time`` 1.0 se o limite de tempo parou o treino antes do orçamento.
     """
     device = next(model.parameters()).device
     from .text import get_batch
 
     gen = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    warmup = max(1, max_steps // 20)
+    # Sem decaimento de pesos nos vetores (vieses, LayerNorm), como no nanoGPT.
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=lr,
+        betas=betas,
+    )
+    warmup = max(1.0, warmup_fraction * max_steps)
 
-    def schedule(step: int) -> float:
+    def schedule(step: int, elapsed: float) -> float:
         if step < warmup:
             return (step + 1) / warmup
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / max_steps)))
+        progress = min(1.0, max(step / max_steps, elapsed / max_seconds))
+        return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     history: dict[str, list[float]] = {"step": [], "train_loss": [], "val_loss": [], "seconds": []}
     start, running = time.perf_counter(), []
     history["step"].append(0)
@@ -203,14 +224,16 @@ def train_gpt(
     history["val_loss"].append(estimate_loss(model, val_data, model.max_len))
     history["seconds"].append(0.0)
     model.train()
+    step = 0
     for step in range(1, max_steps + 1):
+        for group in optimizer.param_groups:
+            group["lr"] = lr * schedule(step - 1, time.perf_counter() - start)
         x, y = get_batch(train_data, model.max_len, batch_size, gen, device)
         loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        scheduler.step()
         running.append(loss.item())
         out_of_time = time.perf_counter() - start > max_seconds
         if step % eval_every == 0 or step == max_steps or out_of_time:
@@ -223,4 +246,28 @@ def train_gpt(
             break
     model.eval()
     history["total_seconds"] = [time.perf_counter() - start]
+    history["max_steps"] = [float(max_steps)]
+    history["cut_by_time"] = [float(step < max_steps)]
     return history
+
+
+def training_report(history: dict[str, list[float]], reference: dict | None = None) -> str:
+    """Uma frase honesta sobre o treino: passos, tempo, perda e se o limite de tempo o cortou.
+
+    ``reference``: uma rodada de referência gravada com o orçamento inteiro, por exemplo
+    ``{"val_loss": 1.6, "seconds": 40, "where": "máquina de 2 núcleos livre"}``.
+    """
+    steps, total = int(history["step"][-1]), history["total_seconds"][0]
+    planned = int(history.get("max_steps", [steps])[0])
+    text = f"{steps} passos em {total:.1f} s; validação {history['val_loss'][-1]:.3f} nats/caractere"
+    if history.get("cut_by_time", [0.0])[0]:
+        text += (
+            f"\nATENÇÃO: o limite de tempo cortou o treino em {steps} de {planned} passos "
+            "(máquina lenta ou ocupada); a perda fica acima da do orçamento inteiro."
+        )
+        if reference:
+            text += (
+                f"\nReferência gravada: os {planned} passos chegam a {reference['val_loss']:.2f} "
+                f"nats/caractere em {reference['seconds']:.0f} s ({reference['where']})."
+            )
+    return text
