@@ -1,0 +1,262 @@
+"""Mede a correção de uma turma gerada: em sequência, no LocalCluster e num scheduler com 2 workers.
+
+Gera uma turma (``--alunos`` N, ``--capitulos``), com entregas em rodízio: certa (o gabarito), em
+branco (a versão do aluno), errada (o primeiro exercício volta ao esboço) e hostil (troca
+``torch.testing.assert_close`` por uma função vazia, o que os testes ocultos detectam). Corrige a
+mesma turma, cada vez numa cópia nova do curso, com ``scripts/grade_class.py``:
+
+(a) ``--sequencial`` (o ``nbgrader autograde`` de sempre, um capítulo por vez);
+(b) o ``LocalCluster`` embutido (um worker por núcleo);
+(c) ``dask scheduler`` + 2 processos ``dask worker`` e ``--scheduler tcp://...``.
+
+Imprime o tempo de relógio, o custo por notebook e a razão para o piso (partir um kernel +
+``import torch``), e a latência entrega → devolutiva liberada de uma entrega com o serviço de
+correção ocioso (``scripts/grading_service.py``). Não é teste: só mede e imprime.
+
+Uso: python scripts/bench_class.py [--alunos 4] [--capitulos 01_embeddings_posicao 02_atencao]
+     [--modos sequencial local scheduler servico]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from transformer_course.grading import chapters, nbgrader_env  # noqa: E402
+from transformer_course.grading_cluster import floor_cost  # noqa: E402
+
+BIN = Path(sys.executable).parent
+KINDS = ("certa", "em_branco", "errada", "hostil")
+HOSTILE = "import torch.testing\n\ntorch.testing.assert_close = lambda *a, **k: None\n\n"
+
+
+def submissions(chapter: str) -> dict:
+    import nbformat
+
+    sol = nbformat.read(ROOT / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)
+    release = nbformat.read(ROOT / "release" / chapter / f"{chapter}.ipynb", as_version=4)
+    first = next(
+        i
+        for i, c in enumerate(sol.cells)
+        if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")
+    )
+    wrong = copy.deepcopy(sol)
+    wrong.cells[first].source = release.cells[first].source
+    hostile = copy.deepcopy(sol)
+    hostile.cells[first].source = HOSTILE + hostile.cells[first].source
+    return {"certa": sol, "em_branco": release, "errada": wrong, "hostil": hostile}
+
+
+def make_course(target: Path, names: list[str], students: int) -> None:
+    import nbformat
+
+    target.mkdir(parents=True)
+    shutil.copy2(ROOT / "nbgrader_config.py", target / "nbgrader_config.py")
+    ignore = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
+    for part in ("release", "solutions", "scripts"):
+        shutil.copytree(ROOT / part, target / part, ignore=ignore)
+    for name in names:
+        shutil.copytree(ROOT / "source" / name, target / "source" / name, ignore=ignore)
+    for name in names:
+        subs = submissions(name)
+        for i in range(students):
+            kind = KINDS[i % len(KINDS)]
+            path = target / "grading" / "submitted" / f"aluno{i:03d}_{kind}" / name / f"{name}.ipynb"
+            path.parent.mkdir(parents=True)
+            nbformat.write(subs[kind], path)
+
+
+def grade(course: Path, *args: str) -> tuple[float, str]:
+    started = time.perf_counter()
+    run = subprocess.run(
+        [sys.executable, str(course / "scripts" / "grade_class.py"), *args],
+        cwd=course,
+        env=nbgrader_env(),
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - started
+    if run.returncode != 0:
+        raise RuntimeError(
+            f"grade_class.py {' '.join(args)} falhou:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+        )
+    return wall, run.stdout
+
+
+def with_scheduler(course: Path, workers: int = 2) -> tuple[float, str]:
+    from distributed import Client
+
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = nbgrader_env()
+    procs = [
+        subprocess.Popen(
+            [str(BIN / "dask"), "scheduler", "--host=127.0.0.1", f"--port={port}", "--no-dashboard"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    ]
+    try:
+        time.sleep(2)
+        for i in range(workers):
+            procs.append(
+                subprocess.Popen(
+                    [str(BIN / "dask"), "worker", address, "--nthreads=1", f"--name=w{i}"],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(workers, timeout=120)
+        return grade(course, f"--scheduler={address}")
+    finally:
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=30)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def service_latency(course: Path, chapter: str) -> float:
+    """Segundos entre ``nbgrader submit`` e a devolutiva liberada, com o serviço ocioso."""
+    import nbformat
+
+    exchange = course.parent / "troca"
+    home = course.parent / "casa"
+    home.mkdir()
+    service = subprocess.Popen(
+        [
+            sys.executable,
+            str(course / "scripts" / "grading_service.py"),
+            chapter,
+            f"--exchange={exchange}",
+            "--intervalo=0.5",
+        ],
+        cwd=course,
+        env=nbgrader_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    student = [
+        f"--Exchange.root={exchange}",
+        f"--Exchange.cache={home / 'cache'}",
+        "--CourseDirectory.course_id=transformers-do-zero",
+        "--student=medida",
+    ]
+    env = {**nbgrader_env(), "HOME": str(home)}
+    try:
+        for line in service.stdout:
+            if "serviço de correção no ar" in line:
+                break
+        subprocess.run(
+            [str(BIN / "nbgrader"), "fetch_assignment", chapter, *student], cwd=home, env=env, check=True
+        )
+        sol = nbformat.read(ROOT / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)
+        nbformat.write(sol, home / chapter / f"{chapter}.ipynb")
+        started = time.perf_counter()
+        subprocess.run([str(BIN / "nbgrader"), "submit", chapter, *student], cwd=home, env=env, check=True)
+        for line in service.stdout:
+            if "devolutiva liberada" in line or "NÃO corrigida" in line:
+                return time.perf_counter() - started
+        raise RuntimeError("o serviço saiu antes de liberar a devolutiva")
+    finally:
+        os.killpg(service.pid, signal.SIGINT)
+        try:
+            service.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(service.pid, signal.SIGKILL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--alunos", type=int, default=4)
+    parser.add_argument("--capitulos", nargs="+", default=["01_embeddings_posicao", "02_atencao"])
+    parser.add_argument(
+        "--modos",
+        nargs="+",
+        default=["sequencial", "local", "scheduler", "servico"],
+        choices=["sequencial", "local", "scheduler", "servico"],
+    )
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.capitulos) - set(chapters(ROOT)))
+    if unknown:
+        print(f"capítulos desconhecidos: {', '.join(unknown)}")
+        return 2
+    n = args.alunos * len(args.capitulos)
+    load = os.getloadavg()[0]
+    print(
+        f"Turma gerada: {args.alunos} alunos × {len(args.capitulos)} capítulo(s) = {n} notebooks "
+        f"({', '.join(args.capitulos)}); {os.cpu_count()} núcleos; carga no início {load:.1f}",
+        flush=True,
+    )
+    floors = [floor_cost() for _ in range(3)]
+    floor = statistics.median(floors)
+    print(f"piso (partir um kernel + import torch, sem isolamento): {floor:.1f} s (mediana de 3)", flush=True)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-turma-") as tmp:
+        for mode in [m for m in args.modos if m != "servico"]:
+            course = Path(tmp) / mode / "curso"
+            make_course(course, args.capitulos, args.alunos)
+            if mode == "sequencial":
+                wall, out = grade(course, "--sequencial")
+            elif mode == "local":
+                wall, out = grade(course)
+            else:
+                wall, out = with_scheduler(course)
+            inside = re.search(r"([\d.]+) s por entrega dentro dos workers", out)
+            errors = out.count("ERRO")
+            rows.append((mode, wall, wall / n, float(inside.group(1)) if inside else float("nan"), errors))
+            print(
+                f"{mode:<11} {wall:7.0f} s de relógio  {wall / n:6.1f} s/notebook  "
+                f"{rows[-1][3]:6.1f} s/notebook dentro do worker ({rows[-1][3] / floor:.1f}× o piso)  "
+                f"erros: {errors}  carga {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+        if "servico" in args.modos:
+            course = Path(tmp) / "servico" / "curso"
+            make_course(course, args.capitulos[-1:], 0)
+            latency = service_latency(course, args.capitulos[-1])
+            print(f"serviço ocioso: entrega → devolutiva liberada em {latency:.0f} s ({args.capitulos[-1]})")
+    if rows:
+        base = {m: w for m, w, *_ in rows}
+        if "sequencial" in base:
+            for mode, wall, *_ in rows:
+                print(f"  {mode}: {base['sequencial'] / wall:.2f}× mais rápido que em sequência")
+        per = min(r[2] for r in rows)
+        print(
+            f"Extrapolação (linear, no melhor modo, {per:.1f} s/notebook nesta máquina): 30 × 7 = 210 "
+            f"notebooks ≈ {210 * per / 60:.0f} min; 300 × 7 = 2100 ≈ {2100 * per / 3600:.1f} h"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
