@@ -243,6 +243,10 @@ for _ in range(2):
 # $$\mathrm{lr}(s) = \text{factor}\cdot d_{\text{model}}^{-0{,}5}\cdot
 # \min\!\left(s^{-0{,}5},\; s\cdot \text{warmup}^{-1{,}5}\right).$$
 #
+# O artigo não tem o $\text{factor}$ (nele, $\text{factor} = 1$): é o multiplicador que
+# implementações como *The Annotated Transformer* (Rush, 2018) acrescentam para subir ou baixar a
+# curva inteira sem mudar a sua forma.
+#
 # - Enquanto $s < \text{warmup}$, o segundo termo é o menor: a taxa **sobe em linha reta**.
 # - Depois, o primeiro termo é o menor: a taxa **cai como $1/\sqrt{s}$**.
 # - Os dois se cruzam em $s = \text{warmup}$ (pois $\text{warmup}^{-0{,}5} =
@@ -721,6 +725,8 @@ def presas_no_chute(resultado):
 #
 # - A. Vaswani et al. (2017), *Attention Is All You Need*, NeurIPS — seção 5.3 (o otimizador e o
 #   agendamento) e 5.4 (*dropout* e suavização de rótulos).
+# - A. Rush (2018), *The Annotated Transformer*, NLP-OSS — o artigo linha a linha em PyTorch, com o
+#   agendamento de Noam e o seu `factor`.
 # - R. Xiong et al. (2020), *On Layer Normalization in the Transformer Architecture*, ICML — por que o
 #   Post-LN precisa de aquecimento e o Pre-LN não.
 # - L. Liu et al. (2020), *On the Variance of the Adaptive Learning Rate and Beyond*, ICLR — a variância
