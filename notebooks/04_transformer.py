@@ -207,6 +207,9 @@ check_feed_forward_hidden(FeedForward)
 # O termo $I$ leva o gradiente da saída até a entrada sem passar por nenhum peso: mesmo que
 # $\partial f/\partial x$ seja pequeno em todas as camadas, o produto ao longo da pilha não some.
 # Numa pilha de 12 camadas sem conexões residuais, o gradiente atravessaria 24 subcamadas em série.
+# (Esse caminho só é a identidade pura se nada mais estiver nele; no arranjo Post-LN da seção 4, a
+# LayerNorm fica **sobre** o caminho residual e multiplica o gradiente pelo seu jacobiano a cada
+# subcamada — uma das diferenças que a seção 5 mede.)
 #
 # **LayerNorm** (Ba, Kiros e Hinton, 2016). Para **cada posição**, normaliza o vetor de $D$
 # características para média 0 e variância 1 e aplica um ganho $\gamma$ e um viés $\beta$
@@ -443,7 +446,8 @@ ln_gradient_widget(resultados)
 #    codificador, com a máscara de *padding* da fonte (`memory_mask`). É por ela que cada palavra
 #    gerada consulta a frase de entrada. (No `nn.TransformerDecoderLayer` do PyTorch, o *padding*
 #    da fonte vai em `memory_key_padding_mask`, $(B, S)$ com True = *padding*; lá, o `memory_mask` é
-#    outra coisa, uma máscara $(T, S)$ igual para todo o lote. Na nossa camada há uma máscara só,
+#    outra coisa: uma máscara $(T, S)$ igual para todo o lote, ou $(B \cdot H, T, S)$, com True =
+#    bloqueado, como o `attn_mask` do `nn.MultiheadAttention`. Na nossa camada há uma máscara só,
 #    `memory_mask`, na convenção do curso e difundível para $(B, H, T, S)$: o *padding* da fonte
 #    entra como $(B, 1, 1, S)$.)
 # 3. **FFN**, como no codificador.
@@ -577,7 +581,9 @@ logits.shape, len(pesos), pesos[0].shape, n_params
 
 # %% [markdown]
 # Se o *pooling* ignora mesmo o *padding*, acrescentar mais posições de *padding* não pode mudar
-# nada nos *logits* (a máscara impede que as posições reais olhem para elas, e a média não as conta):
+# nada nos *logits* (a máscara impede que as posições reais olhem para elas, e a média não as conta).
+# A diferença medida fica no nível do arredondamento do float32 (somas de comprimentos diferentes
+# podem ser feitas em outra ordem), não é um vazamento:
 
 # %%
 mais_padding = torch.cat([ids, torch.zeros(2, 5, dtype=torch.long, device=device)], dim=1)
