@@ -414,7 +414,8 @@ plots.similarity_figure(
 # - `d_model` ímpar: `ValueError` já no construtor (se você usar a sua `sinusoidal_encoding`, ela
 #   faz isso por você);
 # - se $T$ for maior que `max_len`, levante `ValueError` com uma mensagem clara ($T$ = `max_len` vale);
-# - a saída tem o dtype de `x` e fica ligada ao grafo de gradientes de `x`; depois de
+# - o buffer `pe` fica em float32 (o dtype da sua `sinusoidal_encoding`); com `x` em float32 ou
+#   float64, a saída tem o dtype de `x` e fica ligada ao grafo de gradientes de `x`; depois de
 #   `.to(torch.float64)` o módulo inteiro (o buffer junto) passa a float64;
 # - não modifique `x` no lugar (nada de `x += ...`).
 
@@ -468,8 +469,8 @@ print(f"norma média do conteúdo: {br(tokens_emb(lote_frases).norm(dim=-1).mean
 # A alternativa mais direta, a codificação posicional aprendida (*learned positional embedding*): uma segunda
 # tabela de embeddings, agora indexada pela **posição**, com
 # `max_len` linhas treinadas junto com o resto do modelo. É o que fazem o BERT (512 posições) e o
-# GPT-2 (1024 posições × 768 dimensões = 786 432 parâmetros só para isso). Vaswani et al. testaram as
-# duas opções e obtiveram resultados quase idênticos na tradução; escolheram a senoidal pela hipótese
+# GPT-2 (1024 posições; no menor GPT-2, × 768 dimensões = 786 432 parâmetros só para isso).
+# Vaswani et al. testaram as duas opções e obtiveram resultados quase idênticos na tradução; escolheram a senoidal pela hipótese
 # da extrapolação.
 #
 # O limite é duro: a posição 1024 do GPT-2 simplesmente **não tem linha** na tabela. E uma linha que
@@ -837,7 +838,7 @@ plots.alibi_figure(ref.alibi_slopes(8), vies_8)
 # | | senoidal | aprendida | RoPE | ALiBi |
 # |---|---|---|---|---|
 # | parâmetros | 0 | `max_len` × D | 0 | 0 |
-# | tipo de posição | absoluta (o produto escalar depende só de $p - q$) | absoluta | relativa, no score | relativa, no score |
+# | tipo de posição | absoluta (mas $PE[p] \cdot PE[q]$ depende só de $p - q$) | absoluta | relativa, no score | relativa, no score |
 # | onde age | soma ao embedding, uma vez | soma ao embedding, uma vez | gira $q$ e $k$ em cada camada | soma $-m_h\lvert i-j\rvert$ aos scores em cada camada |
 # | além do comprimento de treino | calcula-se, mas o modelo extrapola mal (Press et al., 2022) | impossível: não há linha | degrada sem ajuste; estende-se com interpolação | a perplexidade mais estável em Press et al., mas sem usar o contexto além de $L$ (Chi et al., 2023) |
 # | quem usa | *Transformer* original | BERT, GPT-2 | LLaMA, Mistral, GPT-NeoX | BLOOM, MPT |

@@ -105,7 +105,8 @@ plots.soft_lookup_bars(nomes, pesos, "Consulta “tigre”: quanto cada chave pe
 # - **chave** $k$ — como cada posição se anuncia ("sou um substantivo animado");
 # - **valor** $v$ — o que cada posição entrega a quem a escolher.
 #
-# As três são projeções aprendidas dos mesmos *embeddings* (capítulo 3). Aqui elas são dadas.
+# Na autoatenção, as três são projeções aprendidas dos mesmos *embeddings* (capítulo 3); na atenção
+# cruzada, chaves e valores vêm de outra sequência. Aqui elas são dadas.
 
 # %% [markdown]
 # ## 3. A fórmula
@@ -242,7 +243,9 @@ plots.scaling_figure(d_ks, stats, n_keys=16)
 # enquanto a escalada fica praticamente **constante** em todo $d_k$ — abaixo do máximo $\ln 16$,
 # porque scores de variância 1 já dão preferências (com $n$ chaves e scores gaussianos de variância
 # $\sigma^2$, a entropia fica perto de $\ln n - \sigma^2/2$ quando $n$ é grande). À direita, o gradiente que atravessa o softmax sem escala
-# encolhe com $d_k$: é o "softmax saturado" do artigo original. Os números da entropia:
+# encolhe com $d_k$: é a suspeita do artigo original, de que produtos escalares grandes empurram o
+# softmax para regiões de gradientes extremamente pequenos (o softmax *saturado*). Os números da
+# entropia:
 
 # %%
 def br(x):
@@ -267,8 +270,9 @@ k = torch.randn(512, 16, 512, generator=gen)
 s = (q @ k.transpose(-2, -1)).squeeze(-2)  # (N, 1, Dk) @ (N, Dk, 16) -> (N, 16)
 for nome, scores in (("sem escala", s), ("com escala", s / math.sqrt(512))):
     maior = scores.softmax(-1).max(dim=-1).values
-    print(f"{nome}: maior peso médio {maior.mean():.2f}; consultas com um peso > 0,99: "
-          f"{(maior > 0.99).float().mean():.0%}; ‖jacobiano‖ médio {softmax_jacobian_norm(scores).mean():.3f}")
+    jacobiano = f"{softmax_jacobian_norm(scores).mean():.3f}".replace(".", ",")
+    print(f"{nome}: maior peso médio {br(maior.mean().item())}; consultas com um peso > 0,99: "
+          f"{(maior > 0.99).float().mean():.0%}; ‖jacobiano‖ médio {jacobiano}")
 
 # %% [markdown]
 # ## 5. Entropia da atenção
