@@ -34,7 +34,7 @@ class GenerationExplorer:
         self.bars = self.ax_bars.bar(np.arange(top), np.zeros(top), color=PALETTE[0])
         self.ax_bars.set_ylim(0, 1)
         self.ax_bars.set_ylabel("probabilidade")
-        self.ax_bars.set_xlabel("próximo caractere depois do prompt (os mais prováveis a T = 1)")
+        self.ax_bars.set_xlabel("próximo caractere depois do prompt (os mais prováveis a τ = 1)")
         self.ax_bars.set_xticks(np.arange(top))
         self.title = ax_text.set_title("", loc="left", fontsize=10)
 
@@ -76,7 +76,7 @@ class GenerationExplorer:
             bar.set_height(float(p_now[i]))
         labels = [self.tokenizer.chars[i] if self.tokenizer.chars[i].strip() else "␣" for i in order]
         self.ax_bars.set_xticklabels(labels)
-        modo = "gulosa (argmax)" if temperature == 0 else f"T = {temperature:.2f}"
+        modo = "gulosa (argmax)" if temperature == 0 else f"τ = {temperature:.2f}".replace(".", ",")
         corte = "sem top-k" if k is None else f"top-k = {k}"
         self.title.set_text(f"Texto gerado ({modo}, {corte}, semente {seed}); ▌ marca o fim do prompt")
         return self.fig
