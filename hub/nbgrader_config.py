@@ -14,4 +14,3 @@ c = get_config()  # noqa: F821 - definido pelo nbgrader ao carregar este arquivo
 
 c.CourseDirectory.course_id = "transformers-do-zero"
 c.Exchange.root = os.environ.get("TDZ_EXCHANGE", "/srv/transformers-do-zero/exchange")
-c.Exchange.timezone = "America/Sao_Paulo"

@@ -64,29 +64,49 @@ def _readable_by_others(path: Path) -> bool:
     return all(parent.stat().st_mode & 0o001 for parent in path.parents)
 
 
+def copiar_python_base(course_prefix: Path, dest: Path) -> Path:
+    """Cópia (ligações físicas) do Python base do ``.venv``, com o executável relocável."""
+    lines = (course_prefix / "pyvenv.cfg").read_text().splitlines()
+    cfg = dict(line.split(" = ", 1) for line in lines if " = " in line)
+    base = Path(cfg["home"]).resolve().parent
+    exe_name = (course_prefix / "bin" / "python").resolve().name
+    if not dest.exists():
+        subprocess.run(["cp", "-al", str(base), str(dest)], check=True)
+        exe = dest / "bin" / exe_name
+        data = exe.read_bytes()
+        old = str(base / "lib").encode() + b"\0"
+        if old in data:
+            new = b"$ORIGIN/../lib"
+            if data.count(old) != 1 or len(new) + 1 > len(old):
+                raise SystemExit(f"não consegui tornar {exe} relocável (RUNPATH inesperado)")
+            data = data.replace(old, new + b"\0" * (len(old) - len(new)))
+        exe.unlink()  # era uma ligação física para o original: o novo é um arquivo próprio
+        exe.write_bytes(data)
+        exe.chmod(0o755)
+    return dest / "bin" / exe_name
+
+
 def ambiente_dos_usuarios(estado: Path) -> Path:
     """O ``bin/`` do ambiente com que os servidores dos usuários rodam.
 
     É o ``.venv`` do curso, quando o interpretador dele é legível por todos. Quando não é (por
     exemplo, um Python do pyenv em ``/root``, fechado aos outros usuários), cria em
-    ``<estado>/ambiente`` um ambiente-sombra: o ``python3.X`` do sistema com os *mesmos* pacotes
-    (``site-packages`` é uma cópia por ligações físicas, ``cp -al``: segundos e nenhum byte a mais;
-    ``share`` e ``etc`` são ligações simbólicas) e os executáveis do ``.venv`` (``jupyterhub-singleuser``,
-    ``nbgrader``, ``alembic``...) apontando para ele. É refeito quando o ``.venv`` é reinstalado.
-    Ligações físicas, e não simbólicas, porque a correção confinada (bubblewrap) monta só o prefixo
-    do Python em uso: uma ligação simbólica para fora dele ficaria quebrada dentro do confinamento.
+    ``<estado>/ambiente`` um ambiente-sombra com o *mesmo* interpretador e os *mesmos* pacotes:
+
+    - ``<estado>/python-base``: o Python base do ``.venv`` copiado por ligações físicas (``cp -al``:
+      segundos e nenhum byte a mais), com o executável copiado de verdade e o RUNPATH dele (onde
+      ele acha a ``libpython``) trocado por ``$ORIGIN/../lib``, para não depender da pasta fechada;
+    - ``<estado>/ambiente``: um ambiente virtual desse Python, com o ``site-packages`` do ``.venv``
+      (também por ligações físicas), ``share`` e ``etc`` (ligações simbólicas) e os executáveis do
+      ``.venv`` (``jupyterhub-singleuser``, ``nbgrader``, ``alembic``...) apontando para ele.
+
+    É refeito quando o ``.venv`` é reinstalado. Ligações físicas, e não simbólicas, porque a correção
+    confinada (bubblewrap) monta só os prefixos do Python em uso.
     """
     course_bin = venv_bin()
     if _readable_by_others(course_bin / "python"):
         return course_bin
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    system_python = Path("/usr/bin") / version
-    if not system_python.exists():
-        raise SystemExit(
-            f"O Python do .venv ({(course_bin / 'python').resolve()}) não é legível pelos alunos e falta "
-            f"{system_python}: instale o {version} do sistema (apt-get install {version}) ou crie o .venv "
-            "com um Python fora de /root."
-        )
     shadow = estado / "ambiente"
     site = shadow / "lib" / version / "site-packages"
     course_prefix = course_bin.parent
@@ -95,7 +115,8 @@ def ambiente_dos_usuarios(estado: Path) -> Path:
     if built.exists() and stamp.exists() and built.stat().st_mtime < stamp.stat().st_mtime:
         shutil.rmtree(shadow)  # o .venv mudou: refaz
     if not (shadow / "bin" / "python").exists():
-        subprocess.run([str(system_python), "-m", "venv", "--without-pip", str(shadow)], check=True)
+        python = copiar_python_base(course_prefix, estado / "python-base")
+        subprocess.run([str(python), "-m", "venv", "--without-pip", str(shadow)], check=True)
     if not built.exists():
         shutil.rmtree(site)
         course_site = course_prefix / "lib" / version / "site-packages"

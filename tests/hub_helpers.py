@@ -25,7 +25,7 @@ import preparar  # noqa: E402
 
 
 def test_names() -> dict[str, str]:
-    """Nomes Unix únicos para um teste (papel de cada um): um professor e quatro alunos."""
+    """Nomes Unix únicos para um teste (papel de cada um): um professor e cinco alunos."""
     tag = secrets.token_hex(2)
     return {
         f"tdzprof{tag}": "professor",
@@ -33,6 +33,7 @@ def test_names() -> dict[str, str]:
         f"tdzbeto{tag}": "aluno",
         f"tdzcaio{tag}": "aluno",
         f"tdzdora{tag}": "aluno",
+        f"tdzeva{tag}": "aluno",
     }
 
 
