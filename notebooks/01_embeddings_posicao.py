@@ -729,7 +729,8 @@ print(f"cabeças com a mesma inclinação: {mesma_cabeca}; valores presentes nas
 # As duas receitas cobrem alcances parecidos (a menor inclinação é $1/256$ nas duas), mas nenhuma
 # cabeça recebe a mesma inclinação, e só 4 valores aparecem nas duas listas: o oficial termina com
 # quatro valores da escada de 16 que caem entre os degraus da escada de 8 ($2^{-0{,}5}, 2^{-1{,}5},
-# \ldots$), fora de ordem. Um modelo treinado com uma receita não funciona com a outra sem ajuste.
+# \ldots$), fora de ordem. As inclinações são fixas no treino e cada cabeça se adapta à sua: não
+# troque de receita ao carregar um modelo treinado com a outra.
 #
 # **A forma simétrica.** No artigo o modelo é causal: só $j \le i$ importa, e $|i - j| = i - j$. A
 # forma simétrica $-m_h|i - j|$ que usamos aqui deixa aplicar o viés também num codificador, mas ela

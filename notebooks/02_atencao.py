@@ -242,10 +242,11 @@ plots.scaling_figure(d_ks, stats, n_keys=16)
 # em direção a 0 (a atenção escolhe uma única chave antes de ter aprendido qualquer coisa),
 # enquanto a escalada fica praticamente **constante** em todo $d_k$ — abaixo do máximo $\ln 16$,
 # porque scores de variância 1 já dão preferências (com $n$ chaves e scores gaussianos de variância
-# $\sigma^2$, a entropia fica perto de $\ln n - \sigma^2/2$ quando $n$ é grande). À direita, o gradiente que atravessa o softmax sem escala
-# encolhe com $d_k$: é a suspeita do artigo original, de que produtos escalares grandes empurram o
-# softmax para regiões de gradientes extremamente pequenos (o softmax *saturado*). Os números da
-# entropia:
+# $\sigma^2$, a entropia fica perto de $\ln n - \sigma^2/2$ quando $n$ é grande). À direita, o
+# gradiente que atravessa o softmax sem escala, ainda comparável ao escalado para $d_k$ pequeno,
+# encolhe à medida que $d_k$ cresce: é a suspeita do artigo original, de que produtos escalares
+# grandes empurram o softmax para regiões de gradientes extremamente pequenos (o softmax
+# *saturado*). Os números da entropia:
 
 # %%
 def br(x):
