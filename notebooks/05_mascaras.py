@@ -252,7 +252,8 @@ check_padding_mask_hidden(padding_mask)
 #
 # - a máscara fica no mesmo dispositivo de `token_ids` (passe `token_ids.device` à sua
 #   `causal_mask`, como no exercício 1);
-# - `token_ids` que não seja 2-D deve levantar `ValueError` (os testes visíveis conferem).
+# - `token_ids` que não seja 2-D deve levantar `ValueError` (os testes visíveis conferem);
+# - use o argumento `pad_id` e não modifique `token_ids`, como no exercício 2.
 
 # %% nbgrader={"grade": false, "grade_id": "decoder_self_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def decoder_self_mask(token_ids, pad_id=0):
@@ -368,8 +369,9 @@ with torch.no_grad():
 #
 # - ***padding* à esquerda** (comum na geração em lote) com máscara causal: a consulta na posição 0
 #   é um `<pad>` e só pode ver a si mesma — que é `<pad>`. Linha inteira bloqueada;
-# - mascarar também as **consultas** de *padding* ($M_{ij} = \text{real}_i \wedge \text{real}_j$, como na
-#   figura do texto-fonte): toda linha de `<pad>` fica inteira bloqueada;
+# - mascarar também as **consultas** de *padding* ($M_{ij} = \text{real}_i \wedge \text{real}_j$, como
+#   numa figura de um dos textos que serviram de base a este curso): toda linha de `<pad>` fica
+#   inteira bloqueada;
 # - atenção cruzada com uma fonte vazia, janelas deslizantes, sequências empacotadas.
 #
 # O que o softmax faz com uma linha em que **tudo** foi bloqueado?
