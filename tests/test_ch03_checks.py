@@ -213,6 +213,7 @@ class FusedEinsumWhere(nn.Module):
             raise ValueError("n_heads precisa dividir d_model")
         self.n_heads = n_heads
         self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Linear(d_model, d_model, bias=bias) for _ in range(4))
+        self.p = dropout
 
     def forward(self, query, key, value, mask=None):
         B, Tq, D = query.shape
@@ -230,7 +231,8 @@ class FusedEinsumWhere(nn.Module):
                 mask = mask[:, None]
             scores = torch.where(mask, scores, torch.full_like(scores, -1e9))
         weights = torch.softmax(scores, dim=-1)
-        out = torch.einsum("bhqk,bkhd->bqhd", weights, v).flatten(2)
+        dropped = F.dropout(weights, self.p, self.training)
+        out = torch.einsum("bhqk,bkhd->bqhd", dropped, v).flatten(2)
         return self.W_O(out), weights
 
 
@@ -249,7 +251,7 @@ class PerHeadLoop(Base):
                 s = s.masked_fill(~m, float("-inf"))
             w = s.softmax(-1).to(query.dtype)
             ws.append(w)
-            outs.append(w @ v[..., cols])
+            outs.append(self.drop(w) @ v[..., cols])
         return self.W_O(torch.cat(outs, dim=-1)), torch.stack(ws, dim=1)
 
 
@@ -309,6 +311,23 @@ class SelfAttentionOnly(Base):
         return self.W_Q(query), self.W_K(query), self.W_V(query)
 
 
+class DropoutNeverApplied(Base):
+    def forward(self, query, key, value, mask=None):
+        self.drop.eval()  # cria o nn.Dropout mas nunca o deixa agir
+        return super().forward(query, key, value, mask)
+
+
+class WeightsAfterDropout(Base):
+    def forward(self, query, key, value, mask=None):
+        q, k, v = (self.split(t) for t in self.project(query, key, value))
+        scores = q @ k.transpose(-2, -1) * self.scale()
+        mask = self.prepare_mask(mask)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = self.drop(scores.softmax(-1))
+        return self.finish(self.merge(weights @ v), weights)
+
+
 class UsesTorchMHA(nn.Module):
     def __init__(self, d_model, n_heads, dropout=0.0, bias=True):
         super().__init__()
@@ -363,6 +382,19 @@ def test_mha_hidden_rejects_reference_and_mask3d_error_path():
         ch03.check_multi_head_attention_hidden(ReferenceCopy)
     with pytest.raises(AssertionError, match="sem o eixo das cabeças|eixo das cabeças"):
         ch03.check_multi_head_attention_hidden(Mask3DWithoutHeadAxis)
+
+
+@pytest.mark.parametrize(
+    ("cls", "words"),
+    [
+        (DropoutNeverApplied, "criado mas não é aplicado"),
+        (WeightsAfterDropout, "pesos depois do dropout"),
+    ],
+)
+def test_mha_hidden_names_dropout_mistakes(cls, words):
+    ch03.check_multi_head_attention(cls)  # sem dropout ativo, os testes visíveis passam
+    with pytest.raises(AssertionError, match=words):
+        ch03.check_multi_head_attention_hidden(cls)
 
 
 def test_checks_leave_global_rng_alone():

@@ -658,6 +658,50 @@ def check_multi_head_attention(cls) -> None:
     passed(MHA, n)
 
 
+def _dropped_weights_mistake(train_w, eval_w) -> list[Mistake]:
+    """Os pesos de depois do dropout (p = 0,5): cada um é 0 ou o dobro do peso sem dropout."""
+    if not (isinstance(train_w, torch.Tensor) and train_w.shape == eval_w.shape):
+        return []
+    dropped = torch.where(train_w == 0, torch.zeros_like(eval_w), 2 * eval_w)
+    label = (
+        "os pesos depois do dropout (zeros e o resto ×2); devolva os de antes, "
+        "e use o dropout só no produto pelos valores"
+    )
+    return [Mistake(label, dropped)]
+
+
+def _check_train_dropout(cls, x) -> None:
+    """Modo de treino com dropout=0.5: os pesos devolvidos são os de antes do dropout e a saída muda."""
+    __tracebackhide__ = True
+    D, H = x.size(-1), 2
+    tried = _tried(x, x, x, None, D, H, " (dropout=0.5, modo de treino)")
+    module = _build(cls, D, H, tried, dropout=0.5)
+    reference.load_from_torch(module, _torch_mha(D, H, True, 20, x.dtype))
+    module.eval()
+    with torch.no_grad():
+        eval_out, eval_w = _call(module, MHA, tried, x, x, x, None)
+    module.train()
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        train_out, train_w = _call(module, MHA, tried, x, x, x, None)
+    expect_close(
+        train_w,
+        eval_w,
+        MHA,
+        tried,
+        "`weights` (modo de treino)",
+        _dropped_weights_mistake(train_w, eval_w),
+    )
+    expect(
+        not torch.allclose(train_out, eval_out),
+        MHA,
+        tried,
+        "Em modo de treino, com dropout=0.5, a saída saiu igual à do modo de avaliação.",
+        "o `nn.Dropout` foi criado mas não é aplicado: use-o nos pesos antes do produto pelos valores, "
+        "`self.dropout(weights) @ V`.",
+    )
+
+
 @_single_threaded
 def check_multi_head_attention_hidden(cls) -> None:
     """Testes ocultos: float64, sem viés, H = 1 e H = D, máscaras 3-D/4-D, gradientes, atalhos."""
@@ -703,6 +747,8 @@ def check_multi_head_attention_hidden(cls) -> None:
         extra=" (dropout=0.3, modo de avaliação: o dropout não age)",
     )
     n += 2
+    _check_train_dropout(cls, _randn(gen, 2, 4, 8))
+    n += 1
     # divisibilidade
     for D, H in ((12, 5), (8, 3)):
         _expect_value_error(cls, MHA, f"MultiHeadAttention(d_model={D}, n_heads={H})", D, H)
