@@ -100,7 +100,13 @@ def notebooks() -> dict[str, float]:
     return times
 
 
+FLOOR_ASSIGNMENT = "00_piso"
+
+
 def autograde() -> dict[str, float]:
+    """``nbgrader autograde`` de cada capítulo e, em ``FLOOR_ASSIGNMENT``, o de um notebook que só tem
+    a primeira célula do capítulo 7 (as importações): o piso da correção, com a partida do próprio
+    nbgrader, do isolamento e do kernel."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     times = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -108,7 +114,14 @@ def autograde() -> dict[str, float]:
         shutil.copy2(ROOT / "nbgrader_config.py", course)
         for part in ("source", "release", "solutions"):
             shutil.copytree(ROOT / part, course / part)
-        for chapter in CHAPTERS:
+        last = nbformat.read(course / "source" / CHAPTERS[-1] / f"{CHAPTERS[-1]}.ipynb", as_version=4)
+        floor_nb = nbformat.v4.new_notebook(
+            cells=[next(c for c in last.cells if c.cell_type == "code")], metadata=last.metadata
+        )
+        for folder in ("source", "solutions"):
+            (course / folder / FLOOR_ASSIGNMENT).mkdir()
+            nbformat.write(floor_nb, course / folder / FLOOR_ASSIGNMENT / f"{FLOOR_ASSIGNMENT}.ipynb")
+        for chapter in [FLOOR_ASSIGNMENT, *CHAPTERS]:
 
             def nbg(*args):
                 subprocess.run(
@@ -300,11 +313,16 @@ def main() -> None:
     if not args.skip_autograde:
         print("nbgrader autograde por notebook (gabarito como entrega; inclui ~3 s de partida do nbgrader):")
         grades = autograde()
+        grade_floor = grades.pop(FLOOR_ASSIGNMENT)
         print(f"  {'total':28s} {sum(grades.values()):6.1f} s")
-        print(f"autograde ÷ piso ({base:.1f} s; acima de 2× o capítulo encolhe com NBGRADER_EXECUTION):")
+        print(
+            f"autograde ÷ piso da correção ({grade_floor:.1f} s: nbgrader + kernel + importações, notebook"
+            " só com a 1ª célula; acima de 2× o capítulo encolhe com NBGRADER_EXECUTION):"
+        )
         for chapter, seconds in grades.items():
-            flag = "  <- acima de 2×" if seconds > 2 * base else ""
-            print(f"  {chapter:28s} {seconds / base:5.2f}×{flag}")
+            flag = "  <- acima de 2×" if seconds > 2 * grade_floor else ""
+            ratio = f"{seconds / grade_floor:5.2f}×  ({seconds / base:4.1f}× o piso do kernel)"
+            print(f"  {chapter:28s} {ratio}{flag}")
         import bench_sandbox  # isolamento (bubblewrap) x sem isolamento, por notebook
 
         bench_sandbox.main([])

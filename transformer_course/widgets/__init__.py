@@ -1,10 +1,11 @@
 """Explorações interativas (ipywidgets), finas e construídas sobre ``plots``.
 
 Cada exploração tem duas partes: uma classe sem ipywidgets, cujo ``update(...)``
-atualiza e devolve a figura (é o que ``make bench`` mede), e uma função
-``*_widget()`` que a liga a controles com ``interactive_output``. O ipywidgets
-só é importado dentro dessas funções. Um módulo por capítulo (``chNN``); tudo é
-reexportado aqui sem editar este arquivo.
+atualiza e devolve a figura, e uma função ``*_widget()`` que a liga a controles por
+``_view.interactive_png``: um ``ipywidgets.Image`` com o PNG de cada estado dos controles,
+guardado em cache e com os vizinhos do último movimento pré-calculados numa thread (é o que
+``make bench`` mede). O ipywidgets só é importado dentro dessas funções. Um módulo por
+capítulo (``chNN``); tudo é reexportado aqui sem editar este arquivo.
 """
 
 import importlib
