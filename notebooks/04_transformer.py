@@ -105,8 +105,9 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device}")
 #
 # - **Por que $d_{ff} \gg d_{model}$?** O artigo original usa $d_{model} = 512$ e $d_{ff} = 2048$
 #   ($4\times$). A camada do meio, larga, é onde a rede tem espaço para combinações não lineares
-#   das características de cada *token*; e é ali que fica a maior parte dos parâmetros do modelo
-#   (a conta abaixo). Uma leitura útil (Geva et al., 2021): cada coluna de $W_1$ funciona como uma
+#   das características de cada *token*; e é ali que fica a maior parte dos parâmetros de uma
+#   camada do codificador (a conta abaixo; no modelo inteiro, as *embeddings* e, no decodificador,
+#   a atenção cruzada também pesam). Uma leitura útil (Geva et al., 2021): cada coluna de $W_1$ funciona como uma
 #   "chave" que reconhece um padrão em $x$, e a linha correspondente de $W_2$ como o "valor" somado à
 #   saída quando o padrão aparece.
 # - **Por que uma ativação?** Sem ela, $(xW_1 + b_1)W_2 + b_2$ é uma única transformação linear:
@@ -142,7 +143,8 @@ ffn = (D * F_ + F_) + (F_ * D + D)  # linear1 e linear2 com vieses
 {"atenção": atencao, "FFN": ffn, "FFN / total": round(ffn / (ffn + atencao), 2)}
 
 # %% [markdown]
-# Dois terços dos parâmetros de uma camada estão na FFN.
+# Dois terços dos parâmetros de uma camada do codificador estão na FFN (no decodificador, com a
+# atenção cruzada, metade).
 #
 # ***Dropout*, uma vez por tensor.** Na camada do PyTorch, o *dropout* aparece em três lugares:
 # nos pesos de atenção (dentro da atenção), dentro da FFN **entre a ativação e `linear2`**, e na
@@ -680,7 +682,7 @@ with torch.no_grad():
 # - Uma camada do *Transformer* alterna **comunicação** (atenção) e **processamento por posição**
 #   (FFN); cada subcamada vem com conexão residual e LayerNorm.
 # - FFN: $\mathrm{GELU}(xW_1 + b_1)\,W_2 + b_2$, com $d_{ff} = 4\,d_{model}$ tipicamente; cerca de
-#   dois terços dos parâmetros da camada. Muitos modelos recentes usam a SwiGLU (Shazeer, 2020).
+#   dois terços dos parâmetros da camada do codificador. Muitos modelos recentes usam a SwiGLU (Shazeer, 2020).
 #   *Dropout* uma vez por tensor: nos pesos de atenção, entre a GELU e $W_2$, e na saída de cada
 #   subcamada antes da soma residual.
 # - Conexão residual: derivada $I + \partial f/\partial x$, um caminho direto para o gradiente. LayerNorm:
