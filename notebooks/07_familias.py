@@ -308,7 +308,7 @@ round(math.log(tokenizador.vocab_size), 3), round(linha_unigramas, 3)
 # | taxa $10^{-2}$ | 600 | 1 | 1,63 |
 # | taxa $6 \cdot 10^{-3}$, só 450 passos | 450 | 1 | 1,74 |
 # | pesos amarrados (saída = *embedding*) e $\beta_2 = 0{,}99$ | 600 | 1 | 1,72 |
-# | *dropout* 0,1 | 600 | 1,35 | 1,71 |
+# | *dropout* 0,1 | 600 | 1,36 | 1,71 |
 # | $D = 64$, taxa $6 \cdot 10^{-3}$ | 700 | 0,62 | 1,68 |
 # | $D = 64$, taxa $10^{-2}$ | 700 | 0,62 | 1,65 |
 # | $D = 64$, taxa $6 \cdot 10^{-3}$ | 1100 | 0,62 | 1,52 |
