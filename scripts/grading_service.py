@@ -87,6 +87,7 @@ class GradingService:
         self.released = Path(self.exchange) / self.course_id / "feedback"
         self.in_flight: dict = {}  # future -> (aluno, capítulo, carimbo)
         self.failed: dict[tuple[str, str], str] = {}  # (aluno, capítulo) -> carimbo que falhou
+        self.done: dict[tuple[str, str], str] = {}  # (aluno, capítulo) -> carimbo já corrigido e liberado
         self.known_students: set[str] = set()
         self.client = None
         self.cluster = None
@@ -214,6 +215,11 @@ class GradingService:
                 continue  # já falhou com esta mesma entrega: espera uma nova
             stage = self.stage(student, chapter)
             if stage == "pronta":
+                self.done[student, chapter] = stamp
+                continue
+            if self.done.get((student, chapter)) == stamp:
+                # Já corrigida por este serviço e a entrega não mudou: quem mexe na devolutiva agora é o
+                # professor (``generate_feedback --force`` apaga e refaz a pasta); não recorrige.
                 continue
             if stage == "liberar":
                 self.release(student, chapter, when)
@@ -259,6 +265,7 @@ class GradingService:
         if not result["success"]:
             say(f"{student} / {chapter}: liberar a devolutiva falhou: {result.get('error', '')[-300:]}")
             return
+        self.done[student, chapter] = self.stamp(student, chapter)
         score = ""
         try:
             with self.api.gradebook as gb:

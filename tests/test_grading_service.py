@@ -186,7 +186,13 @@ def test_submit_feedback_resubmit_manual_grade_and_ctrl_c(tmp_path):
             assert run.returncode == 0, run.stderr
         pages = fetched_feedback(home, exchange, "ana")
         assert "a corrigir" not in pages[-1], "a nota da questão aberta não entrou na devolutiva"
-        time.sleep(2)  # algumas voltas do serviço: ele não recorrige o que não mudou
+        # Enquanto o professor refaz a devolutiva, a pasta dela some por um momento: algumas voltas do
+        # serviço nesse estado não podem recorrigir a entrega (ela não mudou).
+        folder = course / "grading" / "feedback" / "ana" / CHAPTER
+        folder.rename(folder.with_name("refazendo"))
+        time.sleep(3)
+        folder.with_name("refazendo").rename(folder)
+        time.sleep(1)
         assert service.count(r"ana / 02_atencao: corrigindo") == 2, service.output
         with Gradebook(db) as gb:
             nb = gb.find_submission_notebook(CHAPTER, CHAPTER, "ana")
