@@ -47,7 +47,12 @@ class StudentFFN(Student):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x):
-        out = self.linear2(self.dropout(self.act(self.linear1(x))))
+        h = self.act(self.linear1(x))
+        if self.bug == "dropout_at_end":
+            return self.dropout(self.linear2(h))
+        out = self.linear2(h if self.bug == "no_dropout" else self.dropout(h))
+        if self.bug == "double_dropout":
+            out = self.dropout(out)
         return self.act(out) if self.bug == "act_after" else out
 
 
@@ -96,7 +101,10 @@ class StudentEncoder(Student):
                 out = f(x)
                 if name == "sa":
                     out, weights = out
-                x = norm(x + out) if keep else norm(out)
+                if bug == "norm_out":
+                    x = x + norm(out)
+                else:
+                    x = norm(x + out) if keep else norm(out)
         return x, weights
 
 
@@ -152,6 +160,8 @@ class StudentDecoder(Student):
                 x = (h if bug == "res_normed" else x) + out if keep else out
                 if bug == "double_norm":
                     x = norm(x)
+            elif bug == "norm_out":
+                x = x + norm(out)
             else:
                 x = norm(x + out) if keep else norm(out)
         if bug == "swapped_weights":
@@ -293,6 +303,7 @@ ENC_BUGS = {
     "swap_ln": r"Post-LN \(LayerNorm depois da soma residual\), mas `norm_first=True`",
     "double_norm": "também DEPOIS da soma residual",
     "res_normed": "resíduo somado à entrada JÁ normalizada",
+    "norm_out": r"LayerNorm aplicada só à saída da subcamada, antes da soma",
     "no_res_sa": "SEM a conexão residual na autoatenção",
     "no_res_ff": "SEM a conexão residual na FFN",
     "shared_norm": "única LayerNorm",
@@ -320,6 +331,20 @@ DEC_BUGS = {
 def test_ffn_mistakes_diagnosed(bug):
     with pytest.raises(AssertionError, match=FFN_BUGS[bug]):
         run_quiet(ch04.check_feed_forward, make_ffn(bug))
+
+
+FFN_HIDDEN_BUGS = {
+    "double_dropout": "dois sorteios de \\*dropout\\* seguidos",
+    "dropout_at_end": "no fim, depois de `linear2`",
+    "no_dropout": "sem \\*dropout\\* em modo de treino",
+}
+
+
+@pytest.mark.parametrize("bug", list(FFN_HIDDEN_BUGS))
+def test_ffn_train_dropout_mistakes_diagnosed(bug):
+    run_quiet(ch04.check_feed_forward, make_ffn(bug))  # sem dropout ativo, os testes visíveis passam
+    with pytest.raises(AssertionError, match=FFN_HIDDEN_BUGS[bug]):
+        run_quiet(ch04.check_feed_forward_hidden, make_ffn(bug))
 
 
 @pytest.mark.parametrize("bug", list(ENC_BUGS))

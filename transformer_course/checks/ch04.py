@@ -74,6 +74,10 @@ RES_NORMED = (
     "o resíduo somado à entrada JÁ normalizada (h = LN(x); x = h + subcamada(h)); "
     "no Pre-LN o resíduo leva o x original: x = x + subcamada(LN(x))"
 )
+NORM_OUT = (
+    "a LayerNorm aplicada só à saída da subcamada, antes da soma (x = x + LN(subcamada(x))); "
+    "no Post-LN ela normaliza a soma: x = LN(x + subcamada(x))"
+)
 SHARED_NORM = (
     "uma única LayerNorm (`norm1`) reaproveitada em todas as subcamadas; cada subcamada "
     "tem a sua (`norm1`, `norm2`, ...), com pesos próprios"
@@ -175,7 +179,7 @@ def _ffn(t, x, act=F.gelu, act_after=False):
 # ---------------------------------------------------------------- camadas montadas (certas ou erradas)
 
 
-def _run_blocks(x, blocks, order, norm_first, pre_mode="ok", residual=None):
+def _run_blocks(x, blocks, order, norm_first, pre_mode="ok", residual=None, post_mode="ok"):
     """Aplica as subcamadas ``blocks[nome] = (f, norm)`` na ordem dada, Pre-LN ou Post-LN."""
     residual = residual or {}
     weights = {}
@@ -194,7 +198,10 @@ def _run_blocks(x, blocks, order, norm_first, pre_mode="ok", residual=None):
             out = f(x)
             if isinstance(out, tuple):
                 out, weights[name] = out
-            x = norm(x + out) if residual.get(name, True) else norm(out)
+            if post_mode == "norm_out":
+                x = x + norm(out)
+            else:
+                x = norm(x + out) if residual.get(name, True) else norm(out)
     return x, weights
 
 
@@ -209,6 +216,7 @@ def _encoder_variant(
     shared_norm=False,
     mask_mode="ok",
     order=("sa", "ff"),
+    post_mode="ok",
 ):
     """A camada do codificador montada com os módulos de ``t`` (certa, ou com um erro)."""
     m = {"ok": mask, "ignored": None, "inverted": None if mask is None else ~mask}[mask_mode]
@@ -217,7 +225,7 @@ def _encoder_variant(
     norm1 = t.norm2 if shared_norm == "last" else t.norm1
     norm2 = t.norm1 if shared_norm == "first" else t.norm2
     blocks = {"sa": (lambda h: _mha(t.self_attn, h, h, m), norm1), "ff": (lambda h: _ffn(t, h, act), norm2)}
-    x, weights = _run_blocks(x, blocks, order, norm_first, pre_mode, residual)
+    x, weights = _run_blocks(x, blocks, order, norm_first, pre_mode, residual, post_mode)
     return x, weights.get("sa")
 
 
@@ -236,6 +244,7 @@ def _decoder_variant(
     mem_mode="ok",
     kv="memory",
     order=("sa", "ca", "ff"),
+    post_mode="ok",
 ):
     """A camada do decodificador montada com os módulos de ``t`` (certa, ou com um erro)."""
     tm = {"ok": tgt_mask, "ignored": None, "inverted": None if tgt_mask is None else ~tgt_mask}[tgt_mode]
@@ -256,7 +265,7 @@ def _decoder_variant(
         "ca": (ca, n2),
         "ff": (lambda h: _ffn(t, h, act), n3),
     }
-    x, weights = _run_blocks(x, blocks, order, norm_first, pre_mode, residual)
+    x, weights = _run_blocks(x, blocks, order, norm_first, pre_mode, residual, post_mode)
     return x, weights.get("sa"), weights.get("ca")
 
 
@@ -471,6 +480,46 @@ def check_feed_forward(cls: Callable) -> None:
     passed(FFN, n)
 
 
+FFN_DOUBLE_DROPOUT = (
+    "a FFN com dois sorteios de *dropout* seguidos, um entre a GELU e `linear2` e outro no fim "
+    "(não ponha outro no fim da FFN: a camada já aplica o dela na saída da subcamada)"
+)
+FFN_DROPOUT_AT_END = "a FFN com o *dropout* no fim, depois de `linear2`, em vez de entre a GELU e `linear2`"
+FFN_NO_DROPOUT = "a FFN sem *dropout* em modo de treino (o `nn.Dropout` foi criado mas não é aplicado)"
+
+
+def _check_ffn_train_dropout(cls: Callable) -> None:
+    """Modo de treino, dropout = 0,5, semente fixa: um sorteio só, entre a GELU e `linear2`."""
+    __tracebackhide__ = True
+    D, Fd = 8, 16
+    x = torch.randn(2, 3, D, generator=seeded_generator(13))
+    tried = _ffn_tried(x, f", d_model = {D}, d_ff = {Fd} (dropout = 0.5, modo de treino, semente fixa)")
+    with torch.random.fork_rng(devices=[]):
+        ffn = _build(cls, FFN, tried, D, Fd, 0.5)
+    t = _torch_encoder(D, 1, Fd, True, 113)
+    _load_ffn(ffn, t)
+    ffn.train()
+
+    def seeded(fn):
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return fn()
+
+    out = seeded(lambda: call(ffn, FFN, tried, x))
+    with torch.no_grad():
+        h = F.gelu(t.linear1(x))
+        expected = seeded(lambda: t.linear2(F.dropout(h, 0.5)))
+
+        def mistakes():
+            return [
+                Mistake(FFN_DOUBLE_DROPOUT, seeded(lambda: F.dropout(t.linear2(F.dropout(h, 0.5)), 0.5))),
+                Mistake(FFN_DROPOUT_AT_END, seeded(lambda: F.dropout(t.linear2(h), 0.5))),
+                Mistake(FFN_NO_DROPOUT, t.linear2(h)),
+            ]
+
+        _close(out, expected, FFN, tried, "a saída", mistakes)
+
+
 @_single_thread
 def check_feed_forward_hidden(cls: Callable) -> None:
     """Testes ocultos: float64, gradientes, dropout desligado em eval, implementação própria."""
@@ -489,6 +538,8 @@ def check_feed_forward_hidden(cls: Callable) -> None:
     _run_ffn(cls, 5, 7, (1, 1), seed=11, extra=" (d_ff < 2·d_model, T = 1)")
     n += 1
     ffn, x, _ = _run_ffn(cls, 8, 16, (2, 3), seed=12, extra=" (dropout = 0.5, modo eval)", dropout=0.5)
+    n += 1
+    _check_ffn_train_dropout(cls)
     n += 1
     # gradientes chegam a x e a todos os parâmetros
     xg = x.clone().requires_grad_()
@@ -530,6 +581,8 @@ def _enc_mistakes(t, x, mask, norm_first):
     ]
     if norm_first:
         cases += [(DOUBLE_NORM, {"pre_mode": "double"}), (RES_NORMED, {"pre_mode": "res_normed"})]
+    else:
+        cases += [(NORM_OUT, {"post_mode": "norm_out"})]
     if mask is not None:
         cases += [(MASK_IGNORED, {"mask_mode": "ignored"}), (MASK_INVERTED, {"mask_mode": "inverted"})]
     outs, weights = [], []
@@ -800,6 +853,8 @@ def _dec_mistakes(t, x, memory, tgt_mask, memory_mask, norm_first):
     ]
     if norm_first:
         cases += [(DOUBLE_NORM, {"pre_mode": "double"}), (RES_NORMED, {"pre_mode": "res_normed"})]
+    else:
+        cases += [(NORM_OUT, {"post_mode": "norm_out"})]
     if tgt_mask is not None:
         cases += [(TGT_IGNORED, {"tgt_mode": "ignored"}), (TGT_INVERTED, {"tgt_mode": "inverted"})]
     if memory_mask is not None:
