@@ -535,7 +535,7 @@ def make_slopes(off_by_one=False, factor=8.0):
 @pytest.mark.parametrize(
     "kwargs, words",
     [
-        ({"off_by_one": True}, "uma cabeça fora"),
+        ({"off_by_one": True}, "as inclinações coincidem com as inclinações com h = 0 … H−1"),
         ({"factor": 1.0}, "sem o 8"),
     ],
 )

@@ -265,7 +265,8 @@ def expect_close(
         if isinstance(actual, torch.Tensor):
             for mistake in mistakes:
                 if _matches(actual, mistake.value, expected.dtype):
-                    return f"{what} coincide com {mistake.name}."
+                    verb = "coincidem" if what.startswith(("as ", "os ")) else "coincide"
+                    return f"{what} {verb} com {mistake.name}."
         return None
 
     expect_shape(actual, expected.shape, name, tried, what, hint=diagnose())
