@@ -52,6 +52,7 @@ c.JupyterHub.cleanup_servers = True
 if AUTH == "senhas":
     c.JupyterHub.authenticator_class = ContasLocaisAuthenticator
     c.ContasLocaisAuthenticator.arquivo = str(CONTAS)
+    c.ContasLocaisAuthenticator.any_allow_config = True  # check_allowed: quem está no contas.json
     PROFESSORES = {nome for nome, conta in ler_contas(CONTAS).items() if conta["papel"] == "professor"}
 elif AUTH == "oauth":
     # Login da universidade (pip install oauthenticator); a conta Unix de cada pessoa tem de existir

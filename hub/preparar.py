@@ -64,6 +64,13 @@ def _readable_by_others(path: Path) -> bool:
     return all(parent.stat().st_mode & 0o001 for parent in path.parents)
 
 
+def hardlink_copy(src: Path, dest: Path) -> None:
+    """``cp -al`` (ligações físicas); noutro sistema de arquivos, uma cópia comum (mais lenta)."""
+    if subprocess.run(["cp", "-al", str(src), str(dest)], capture_output=True).returncode != 0:
+        shutil.rmtree(dest, ignore_errors=True)
+        subprocess.run(["cp", "-a", str(src), str(dest)], check=True)
+
+
 def copiar_python_base(course_prefix: Path, dest: Path) -> Path:
     """Cópia (ligações físicas) do Python base do ``.venv``, com o executável relocável."""
     lines = (course_prefix / "pyvenv.cfg").read_text().splitlines()
@@ -71,7 +78,7 @@ def copiar_python_base(course_prefix: Path, dest: Path) -> Path:
     base = Path(cfg["home"]).resolve().parent
     exe_name = (course_prefix / "bin" / "python").resolve().name
     if not dest.exists():
-        subprocess.run(["cp", "-al", str(base), str(dest)], check=True)
+        hardlink_copy(base, dest)
         exe = dest / "bin" / exe_name
         data = exe.read_bytes()
         old = str(base / "lib").encode() + b"\0"
@@ -120,7 +127,7 @@ def ambiente_dos_usuarios(estado: Path) -> Path:
     if not built.exists():
         shutil.rmtree(site)
         course_site = course_prefix / "lib" / version / "site-packages"
-        subprocess.run(["cp", "-al", str(course_site), str(site)], check=True)
+        hardlink_copy(course_site, site)
         built.touch()
     for part in ("share", "etc"):
         if not (shadow / part).is_symlink():
