@@ -312,7 +312,7 @@ check_multi_head_attention(MultiHeadAttention)
 
 # %% nbgrader={"grade": true, "grade_id": "test_multi_head_attention_hidden", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (float64, sem viés, uma cabeça, d_k = 1, máscara por cabeça,
-# gradientes iguais aos do PyTorch, atalhos proibidos...).
+# dropout em modo de treino, gradientes iguais aos do PyTorch, atalhos proibidos...).
 ### BEGIN HIDDEN TESTS
 check_multi_head_attention_hidden(MultiHeadAttention)
 ### END HIDDEN TESTS

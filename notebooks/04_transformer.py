@@ -192,7 +192,7 @@ class FeedForward(nn.Module):
 check_feed_forward(FeedForward)
 
 # %% nbgrader={"grade": true, "grade_id": "test_ffn_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-# Testes ocultos: rodam na correção (float64, gradientes, *dropout* em modo eval...).
+# Testes ocultos: rodam na correção (float64, gradientes, *dropout* em modo de treino e em modo eval...).
 ### BEGIN HIDDEN TESTS
 check_feed_forward_hidden(FeedForward)
 ### END HIDDEN TESTS
