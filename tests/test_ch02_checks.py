@@ -210,6 +210,7 @@ ENTROPY_MISTAKES = [
     ("axis", lambda w: -(torch.special.xlogy(w, w)).sum(-2), "eixo das consultas"),
     ("all", lambda w: -(torch.special.xlogy(w, w)).sum(), "todos os elementos"),
     ("in_place", lambda w: entropy_where(w.clamp_(min=1e-12)), "foi modificada"),
+    ("indexed_assignment", lambda w: entropy_where(w.__setitem__(w == 0, 1e-12) or w), "atribuição indexada"),
 ]
 
 

@@ -333,8 +333,9 @@ def expect_unchanged(
                 name,
                 tried,
                 f"A entrada `{label}` foi modificada pela sua função.",
-                "operação no lugar (*in place*, como `masked_fill_`, `div_` ou `+=`) "
-                "sobre a entrada; use a versão que devolve um tensor novo.",
+                "operação no lugar (*in place*, como `masked_fill_`, `div_`, `+=` ou uma atribuição "
+                "indexada, `x[x == 0] = ...`) sobre a entrada; use a versão que devolve um tensor novo "
+                "(ou trabalhe numa cópia, `.clone()`).",
             )
 
 
