@@ -375,8 +375,8 @@ plots.training_curves_figure(historico, linha_unigramas, tokenizador.vocab_size)
 # Dividir as **probabilidades** por $\tau$ depois do softmax não faz nada: o sorteio renormaliza e a
 # distribuição é a mesma. A temperatura age nos logits.
 #
-# **Top-k.** Antes do softmax, mantemos só os $k$ maiores logits e pomos $-\infty$ nos outros:
-# tokens muito improváveis, que somados ainda pesam, deixam de ser sorteados.
+# **Top-k** (Fan et al., 2018). Antes do softmax, mantemos só os $k$ maiores logits e pomos
+# $-\infty$ nos outros: tokens muito improváveis, que somados ainda pesam, deixam de ser sorteados.
 
 # %%
 prompt = tokenizador.encode("A atenção ")[None].to(device)  # (1, T0)
@@ -747,10 +747,12 @@ plots.kaplan_figure(kaplan_loss_ref, modelos)
 #   Representations*, NeurIPS — só-codificador ajustado com CTC para transcrever fala.
 # - A. Graves et al. (2006), *Connectionist Temporal Classification: Labelling Unsegmented Sequence
 #   Data with Recurrent Neural Networks*, ICML — a perda CTC.
+# - A. Fan, M. Lewis e Y. Dauphin (2018), *Hierarchical Neural Story Generation*, ACL — a amostragem
+#   top-k.
 # - A. Holtzman et al. (2020), *The Curious Case of Neural Text Degeneration*, ICLR — por que a gulosa
-#   repete, top-k e *nucleus sampling*.
+#   repete, os limites do top-k e a amostragem de núcleo (*nucleus sampling*).
 # - J. Kaplan et al. (2020), *Scaling Laws for Neural Language Models*, arXiv:2001.08361 — equação (1.1).
-# - J. Hoffmann et al. (2022), *Training Compute-Optimal Large Language Models* — "Chinchilla".
+# - J. Hoffmann et al. (2022), *Training Compute-Optimal Large Language Models*, NeurIPS — "Chinchilla".
 # - T. Dao et al. (2022), *FlashAttention: Fast and Memory-Efficient Exact Attention with
 #   IO-Awareness*, NeurIPS.
 # - A. Karpathy, nanoGPT (GitHub) — um GPT de caracteres legível, que inspirou o nosso.
