@@ -473,3 +473,21 @@ def test_error_in_backward_is_a_check_failure():
     ch05.check_masked_softmax(in_place_on_output)
     with pytest.raises(CheckFailure, match="levantou RuntimeError"):
         ch05.check_masked_softmax_hidden(in_place_on_output)
+
+
+def test_in_place_on_softmax_output_hinted_hidden():
+    """Zerar o NaN no lugar (`w[w.isnan()] = 0`) passa nos visíveis e quebra o backward: a
+    mensagem oculta diz que a saída do softmax foi alterada no lugar."""
+    from transformer_course.feedback import CheckFailure
+
+    def nan_zeroed_in_place(scores, mask=None):
+        if mask is None:
+            return scores.softmax(-1)
+        weights = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+        weights[weights.isnan()] = 0.0
+        return weights
+
+    ch05.check_masked_softmax(nan_zeroed_in_place)
+    expected = r"(?s)modified by an inplace.*alterou no\s+lugar a saída do softmax"
+    with pytest.raises(CheckFailure, match=expected):
+        ch05.check_masked_softmax_hidden(nan_zeroed_in_place)

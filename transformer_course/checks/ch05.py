@@ -680,7 +680,17 @@ def check_masked_softmax_hidden(fn: Callable) -> None:
         f"Esperava um tensor da forma de `scores`, {tuple(base.shape)}; veio {describe(weights)}.",
     )
     probe = torch.randn(base.shape, generator=seeded_generator(86), dtype=base.dtype)
-    call(lambda: (weights * probe).sum().backward(), SOFTMAX, tried)
+    call(
+        lambda: (weights * probe).sum().backward(),
+        SOFTMAX,
+        tried,
+        hint_on_error=(
+            "o `backward` falhou. Se o erro fala em 'modified by an inplace operation', você alterou no "
+            "lugar a saída do softmax (`w[w.isnan()] = 0`, `masked_fill_`, `nan_to_num_`...), que o "
+            "autograd guarda para calcular o gradiente; use `torch.where` ou `masked_fill` (sem `_`), "
+            "que criam um tensor novo."
+        ),
+    )
     (_softmax_oracle(ref, mask) * probe).sum().backward()
     expect(
         mine.grad is not None,
