@@ -146,6 +146,33 @@ def test_generate_hidden_checks_value_errors():
         checks.check_generate_hidden(no_validation)
 
 
+def test_generate_hidden_names_top_k_over_vocabulary():
+    """`torch.topk(logits, top_k)` sem `min(top_k, V)` passa nos visíveis e quebra com top_k > V:
+    a mensagem oculta diz por quê."""
+
+    def topk_unclamped(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+        if max_new_tokens < 0 or temperature < 0:
+            raise ValueError("argumento inválido")
+        ids = prompt_ids
+        max_len = getattr(model, "max_len", None)
+        for _ in range(max_new_tokens):
+            logits = model(ids if max_len is None else ids[:, -max_len:])[:, -1, :]
+            if temperature == 0:
+                nxt = logits.argmax(-1, keepdim=True)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    kth = torch.topk(logits, top_k).values[:, -1:]
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                nxt = torch.multinomial(logits.softmax(-1), 1, generator=generator)
+            ids = torch.cat([ids, nxt], 1)
+        return ids
+
+    checks.check_generate(topk_unclamped)
+    with pytest.raises(AssertionError, match=r"(?s)top_k > vocabulário.*min\(top_k, logits.size\(-1\)\)"):
+        checks.check_generate_hidden(topk_unclamped)
+
+
 def test_generate_restores_global_rng():
     state = torch.get_rng_state()
     with pytest.raises(AssertionError):

@@ -174,13 +174,17 @@ ZERO_DIV = (
     "com temperature=0 os logits foram divididos por zero (inf/NaN no softmax); "
     "temperatura 0 significa escolha gulosa: trate esse caso à parte com `argmax`."
 )
+TOP_K_OVER_VOCAB = (
+    "`top_k` maior que o vocabulário: `torch.topk(logits, top_k)` recusa um k maior que o último eixo; "
+    "use `min(top_k, logits.size(-1))` (assim todos os tokens ficam)."
+)
 NO_CROP = (
     "o contexto não foi cortado: passe ao modelo só os últimos `model.max_len` tokens "
     "(`ids[:, -max_len:]`), quando o modelo tiver o atributo `max_len`."
 )
 
 
-def _frequencies(fn, logits, temperature, top_k, n_draws, seed, extra=""):
+def _frequencies(fn, logits, temperature, top_k, n_draws, seed, extra="", hint_on_error=None):
     """Frequência empírica de cada token em ``n_draws`` sorteios de um passo."""
     model = _row_model(logits)
     prompt = torch.zeros(n_draws, 1, dtype=torch.long)
@@ -195,7 +199,7 @@ def _frequencies(fn, logits, temperature, top_k, n_draws, seed, extra=""):
         temperature=temperature,
         top_k=top_k,
         generator=seeded_generator(seed),
-        hint_on_error=None,
+        hint_on_error=hint_on_error,
     )
     expect(
         isinstance(out, torch.Tensor) and tuple(out.shape) == (n_draws, 2),
@@ -403,7 +407,9 @@ def _check_generate_hidden(fn: Callable) -> None:
     logits = torch.tensor([0.3, 1.7, -0.2, 1.1, 0.0, 0.9])
     freq, tried = _frequencies(fn, logits, 1.0, 1, 500, seed=42, extra=" (top_k=1)")
     _expect_distribution(freq, logits, 1.0, 1, tried)
-    freq, tried = _frequencies(fn, logits, 1.0, 50, 4000, seed=43, extra=" (top_k > vocabulário)")
+    freq, tried = _frequencies(
+        fn, logits, 1.0, 50, 4000, seed=43, extra=" (top_k > vocabulário)", hint_on_error=TOP_K_OVER_VOCAB
+    )
     _expect_distribution(freq, logits, 1.0, None, tried)
     n += 2
     # temperatura e top-k juntos
