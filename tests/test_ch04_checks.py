@@ -35,8 +35,9 @@ class Student(nn.Module):
     bug = None
 
     def act(self, h):
-        return {"relu": F.relu, "none": lambda v: v,
-                "tanh": lambda v: F.gelu(v, approximate="tanh")}.get(self.bug, F.gelu)(h)
+        return {"relu": F.relu, "none": lambda v: v, "tanh": lambda v: F.gelu(v, approximate="tanh")}.get(
+            self.bug, F.gelu
+        )(h)
 
 
 class StudentFFN(Student):
@@ -275,8 +276,9 @@ def test_ffn_correct_variants_pass(check, cls):
 
 
 @pytest.mark.parametrize("check", ENC_CHECKS)
-@pytest.mark.parametrize("cls", [subclass(ref.EncoderLayer), EncoderBranches, EncoderFloat64Inside,
-                                 make_encoder(None)])
+@pytest.mark.parametrize(
+    "cls", [subclass(ref.EncoderLayer), EncoderBranches, EncoderFloat64Inside, make_encoder(None)]
+)
 def test_encoder_correct_variants_pass(check, cls):
     assert "passaram" in run_quiet(check, cls)
 
@@ -359,8 +361,9 @@ def test_decoder_mistakes_diagnosed(bug):
         run_quiet(ch04.check_decoder_layer, make_decoder(bug))
 
 
-@pytest.mark.parametrize("make,check", [(make_encoder, ch04.check_encoder_layer),
-                                        (make_decoder, ch04.check_decoder_layer)])
+@pytest.mark.parametrize(
+    "make,check", [(make_encoder, ch04.check_encoder_layer), (make_decoder, ch04.check_decoder_layer)]
+)
 def test_one_norm_module_under_several_names(make, check):
     """`self.norm1 = self.norm2 = nn.LayerNorm(...)`: um só módulo, com os pesos copiados por último."""
 
@@ -462,11 +465,14 @@ def test_torch_builtin_forbidden_in_hidden_check():
         run_quiet(ch04.check_encoder_layer_hidden, UsesTorch)
 
 
-@pytest.mark.parametrize("check,cls", [
-    (ch04.check_feed_forward_hidden, ref.FeedForward),
-    (ch04.check_encoder_layer_hidden, ref.EncoderLayer),
-    (ch04.check_decoder_layer_hidden, ref.DecoderLayer),
-])
+@pytest.mark.parametrize(
+    "check,cls",
+    [
+        (ch04.check_feed_forward_hidden, ref.FeedForward),
+        (ch04.check_encoder_layer_hidden, ref.EncoderLayer),
+        (ch04.check_decoder_layer_hidden, ref.DecoderLayer),
+    ],
+)
 def test_reference_itself_rejected_in_hidden(check, cls):
     with pytest.raises(AssertionError, match="implementação de referência"):
         run_quiet(check, cls)
@@ -484,9 +490,11 @@ def test_stub_says_not_implemented(check):
 
 def test_checks_are_silent(capfd):
     # Tempo não se testa com assert (oscila numa máquina ocupada): `make bench` mede.
-    for check, cls in [(ch04.check_feed_forward, subclass(ref.FeedForward)),
-                       (ch04.check_encoder_layer_hidden, subclass(ref.EncoderLayer)),
-                       (ch04.check_decoder_layer_hidden, subclass(ref.DecoderLayer))]:
+    for check, cls in [
+        (ch04.check_feed_forward, subclass(ref.FeedForward)),
+        (ch04.check_encoder_layer_hidden, subclass(ref.EncoderLayer)),
+        (ch04.check_decoder_layer_hidden, subclass(ref.DecoderLayer)),
+    ]:
         run_quiet(check, cls)
     assert capfd.readouterr().err == ""
 
@@ -520,8 +528,9 @@ def test_variant_builder_matches_pytorch():
 
 def test_classifier_ignores_padding():
     torch.manual_seed(0)
-    model = ref.TransformerClassifier(50, 3, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=12,
-                                      dropout=0.0).eval()
+    model = ref.TransformerClassifier(
+        50, 3, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=12, dropout=0.0
+    ).eval()
     ids = torch.randint(1, 50, (2, 6))
     padded = torch.cat([ids, torch.zeros(2, 4, dtype=torch.long)], dim=1)
     logits, weights = model(ids)

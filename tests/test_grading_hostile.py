@@ -1,7 +1,7 @@
 """Entregas hostis corrigidas pelo ``nbgrader autograde`` de verdade (via ``scripts/grade_class.py``).
 
 Numa cópia temporária do curso, uma turma do capítulo 02_atencao com uma entrega de cada tipo
-ruim (COURSE_SPEC §7): laço infinito, erro de sintaxe, exceção no topo, célula de teste apagada,
+ruim: laço infinito, erro de sintaxe, exceção no topo, célula de teste apagada,
 célula de teste editada, função renomeada, megabytes impressos, JSON inválido, notebook ausente,
 arquivo a mais, chamada ao atalho do PyTorch, invólucro da implementação de referência do
 pacote, resposta decorada do exemplo visível, e duas

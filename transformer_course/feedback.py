@@ -120,7 +120,7 @@ def describe(value: Any) -> str:
 
 
 def _in(what: str) -> str:
-    """"em" + ``what`` com a contração do português: "em a saída" -> "na saída"."""
+    """ "em" + ``what`` com a contração do português: "em a saída" -> "na saída"."""
     for article, contracted in (("a ", "na "), ("o ", "no "), ("as ", "nas "), ("os ", "nos ")):
         if what.startswith(article):
             return contracted + what[len(article) :]

@@ -1,7 +1,7 @@
 """Treino de um *Transformer* (capítulo 6): o agendamento de Noam, o laço de treino e a avaliação.
 
 Referências do pacote para os exercícios ``noam_lr``, ``make_warmup_scheduler``, ``train_epoch``
-e ``evaluate`` (contratos na COURSE_SPEC §4), mais o que o capítulo usa para treinar e para o
+e ``evaluate`` (contratos dos enunciados do capítulo 6), mais o que o capítulo usa para treinar e para o
 experimento "com e sem aquecimento (*warm-up*)": ``fit`` (com barra de progresso e o melhor
 ponto de controle guardado na memória, nunca em disco) e ``run_warmup_experiment``.
 

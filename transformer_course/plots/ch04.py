@@ -28,8 +28,7 @@ def activation_figure() -> Figure:
     x = torch.linspace(-4, 4, 401, requires_grad=True)
     fig = Figure(figsize=(10, 3.4), layout="constrained")
     ax_f, ax_d = fig.subplots(1, 2)
-    for fn, label, color, style in ((F.relu, "ReLU", PALETTE[3], "--"),
-                                    (F.gelu, "GELU", PALETTE[0], "-")):
+    for fn, label, color, style in ((F.relu, "ReLU", PALETTE[3], "--"), (F.gelu, "GELU", PALETTE[0], "-")):
         y = fn(x)
         (grad,) = torch.autograd.grad(y.sum(), x)
         ax_f.plot(to_numpy(x), to_numpy(y), style, color=color, label=label, lw=2)
@@ -54,8 +53,13 @@ def gradient_profile_figure(results: dict[tuple[bool, int], torch.Tensor], depth
     layers = np.arange(1, depth + 1)
     width = 0.4
     for offset, norm_first in ((-width / 2, False), (width / 2, True)):
-        ax.bar(layers + offset, to_numpy(results[(norm_first, depth)]), width,
-               color=LN_COLORS[norm_first], label=LN_NAMES[norm_first])
+        ax.bar(
+            layers + offset,
+            to_numpy(results[(norm_first, depth)]),
+            width,
+            color=LN_COLORS[norm_first],
+            label=LN_NAMES[norm_first],
+        )
     ax.set_xticks(layers)
     ax.set_xlabel("camada (1 = perto da entrada, à direita = perto da saída)")
     ax.set_ylabel("‖∂L/∂W²‖ (Frobenius)")
@@ -89,8 +93,9 @@ def residual_norm_figure(norms: dict[bool, torch.Tensor]) -> Figure:
     ax = fig.add_subplot()
     for norm_first, marker in ((False, "o-"), (True, "s-")):
         values = to_numpy(norms[norm_first])
-        ax.plot(np.arange(len(values)), values, marker, color=LN_COLORS[norm_first],
-                label=LN_NAMES[norm_first])
+        ax.plot(
+            np.arange(len(values)), values, marker, color=LN_COLORS[norm_first], label=LN_NAMES[norm_first]
+        )
     ax.set_xlabel("camadas já aplicadas (0 = entrada)")
     ax.set_ylabel("‖x‖ média por posição")
     ax.set_title("O fluxo residual: Post-LN renormaliza, Pre-LN acumula")
@@ -101,8 +106,10 @@ def residual_norm_figure(norms: dict[bool, torch.Tensor]) -> Figure:
 
 
 def decoder_attention_figure(
-    self_weights: torch.Tensor, cross_weights: torch.Tensor,
-    target_labels: list[str], source_labels: list[str],
+    self_weights: torch.Tensor,
+    cross_weights: torch.Tensor,
+    target_labels: list[str],
+    source_labels: list[str],
 ) -> Figure:
     """Os dois mapas de atenção de uma camada do decodificador (uma cabeça, um exemplo)."""
     from .common import attention_heatmap
@@ -110,9 +117,11 @@ def decoder_attention_figure(
     T, S = len(target_labels), len(source_labels)
     fig = Figure(figsize=(2.2 + 0.55 * (T + S) * 1.3, 1.2 + 0.5 * T), layout="constrained")
     ax_self, ax_cross = fig.subplots(1, 2, width_ratios=[T, S])
-    attention_heatmap(self_weights, target_labels, target_labels,
-                      "Autoatenção mascarada (Q, K, V: alvo)", ax=ax_self)
-    attention_heatmap(cross_weights, target_labels, source_labels,
-                      "Atenção cruzada (Q: alvo; K, V: memória)", ax=ax_cross)
+    attention_heatmap(
+        self_weights, target_labels, target_labels, "Autoatenção mascarada (Q, K, V: alvo)", ax=ax_self
+    )
+    attention_heatmap(
+        cross_weights, target_labels, source_labels, "Atenção cruzada (Q: alvo; K, V: memória)", ax=ax_cross
+    )
     ax_cross.set_ylabel("")
     return fig
