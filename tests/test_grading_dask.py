@@ -133,3 +133,35 @@ def test_worker_killed_hang_and_dead_kernel(tmp_path):
     assert any("kernel morreu" in ln for ln in lines["morre"]), out
     for path, digest in hashes.items():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} foi modificado"
+
+
+def test_interrupted_attempt_is_graded_again(tmp_path):
+    """Um worker morto no meio da tarefa deixa a pasta corrigida pela metade e a marca da tarefa.
+
+    A nova tentativa não pode pular a pasta ("Skipping existing assignment"): a nota sairia de um
+    notebook que nunca rodou. Reproduz o que o SIGKILL deixa, sem depender de quando ele chega.
+    """
+    import shutil
+
+    from nbgrader.api import Gradebook
+    from test_grading_parallel import run_grade_class
+
+    sol, full = class_submissions()["ana"]
+    course = tmp_path / "curso"
+    hashes = make_class(course, {"ana": (sol, full)})
+    submitted = course / "grading" / "submitted" / "ana" / CHAPTER
+    half = course / "grading" / "autograded" / "ana" / CHAPTER
+    shutil.copytree(submitted, half)  # a cópia que o nbgrader faz antes de executar
+    marker = course / "grading" / ".em_andamento" / f"ana__{CHAPTER}"
+    marker.parent.mkdir(parents=True)
+    marker.touch()
+
+    run_grade_class(course, "--workers=1")
+
+    with Gradebook(f"sqlite:///{course / 'grading' / 'gradebook.db'}") as gb:
+        sub = gb.find_submission(CHAPTER, "ana")
+        code = [g for nb in sub.notebooks for g in nb.grades if g.cell_type == "code"]
+        assert sum(g.score or 0 for g in code) == pytest.approx(full)
+    assert not marker.exists(), "a marca deveria sumir quando a tarefa termina"
+    for path, digest in hashes.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest

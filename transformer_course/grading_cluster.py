@@ -282,7 +282,16 @@ def grade_submission(
             time.sleep(delay)
             delay = min(delay * 2, 10.0)
 
-    result, text = retrying(lambda: api.autograde(chapter, student, force=force, create=True))
+    # Uma tentativa interrompida (worker morto no meio da tarefa) deixa a pasta corrigida pela
+    # metade; o nbgrader a pularia ("Skipping existing assignment") e a nota sairia de um notebook
+    # não executado. A marca abaixo só some quando a tarefa termina: se ela existe no começo, a
+    # tentativa anterior foi interrompida e esta refaz tudo.
+    marker = Path(root) / "grading" / ".em_andamento" / f"{student}__{chapter}"
+    interrupted = marker.exists()
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    redo = force or interrupted
+    result, text = retrying(lambda: api.autograde(chapter, student, force=redo, create=True))
     log = text
     out = TaskResult(student, chapter, ok=False, worker=worker)
     out.skipped = "Skipping existing assignment" in text
@@ -294,7 +303,7 @@ def grade_submission(
         out.ok = True
         if feedback:
             fb, fb_text = retrying(
-                lambda: api.generate_feedback(chapter, student, force=force or not out.skipped)
+                lambda: api.generate_feedback(chapter, student, force=redo or not out.skipped)
             )
             log += "\n" + fb_text
             out.feedback = fb["success"]
@@ -305,6 +314,7 @@ def grade_submission(
     out.retries = retries
     out.log = log
     out.seconds = time.perf_counter() - started
+    marker.unlink(missing_ok=True)
     return out
 
 
