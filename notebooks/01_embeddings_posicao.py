@@ -66,7 +66,7 @@ from transformer_course.checks import (
     check_token_embedding,
     check_token_embedding_hidden,
 )
-from transformer_course.device import get_device, seeded_generator
+from transformer_course.runtime import get_device, seeded_generator
 
 torch.manual_seed(0)
 device = get_device()

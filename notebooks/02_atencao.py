@@ -42,7 +42,7 @@ from transformer_course.attention import attention_entropy as attention_entropy_
 from transformer_course.attention import scaled_dot_product_attention as attention_ref
 from transformer_course.attention import scaling_statistics, softmax_jacobian_norm
 from transformer_course.checks import check_attention_entropy, check_scaled_dot_product_attention
-from transformer_course.device import get_device, seeded_generator
+from transformer_course.runtime import get_device, seeded_generator
 
 torch.manual_seed(0)
 device = get_device()

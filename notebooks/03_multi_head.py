@@ -51,14 +51,14 @@ from transformer_course.checks import (
     check_split_heads,
     check_split_heads_hidden,
 )
-from transformer_course.device import get_device, seeded_generator
+from transformer_course.runtime import get_device, seeded_generator
+from transformer_course.interop import load_from_torch
 from transformer_course.multihead import (
     SENTENCE,
     VOCAB,
     NeighborConfig,
     divisors,
     encode_words,
-    load_from_torch,
     neighbor_batch,
     train_neighbor_models,
 )

@@ -54,14 +54,14 @@ from transformer_course.checks import (
     check_feed_forward,
     check_feed_forward_hidden,
 )
-from transformer_course.device import get_device, seeded_generator
+from transformer_course.runtime import get_device, seeded_generator
 from transformer_course.layers import DecoderLayer as DecoderLayerRef
 from transformer_course.layers import EncoderLayer as EncoderLayerRef
 from transformer_course.layers import FeedForward as FeedForwardRef
+from transformer_course.interop import load_encoder_layer_from_torch
 from transformer_course.layers import (
     TransformerClassifier,
     ln_gradient_experiment,
-    load_encoder_layer_from_torch,
     residual_norms_at_init,
 )
 from transformer_course.masks import causal_mask, padding_mask

@@ -57,15 +57,13 @@ from transformer_course.checks import (
     check_padding_mask,
     check_padding_mask_hidden,
 )
-from transformer_course.device import get_device, seeded_generator
+from transformer_course.runtime import get_device, seeded_generator
 from transformer_course.masks import (
     assert_causal,
     dependency_matrix,
     future_leak,
-    to_additive_mask,
-    to_key_padding_mask,
-    to_mha_attn_mask,
 )
+from transformer_course.interop import to_additive_mask, to_key_padding_mask, to_mha_attn_mask
 from transformer_course.masks import causal_mask as causal_mask_ref
 from transformer_course.masks import decoder_self_mask as decoder_self_mask_ref
 from transformer_course.masks import masked_softmax as masked_softmax_ref
@@ -307,7 +305,7 @@ plots.mask_panels(
 # cada uma devolve.
 #
 # O pacote traz conversores para sair da convenção do curso: `to_additive_mask`,
-# `to_mha_attn_mask` e `to_key_padding_mask` (em `transformer_course.masks`).
+# `to_mha_attn_mask` e `to_key_padding_mask` (em `transformer_course.interop`).
 #
 # **Demonstração 1 — a forma funcional.** Com a mesma máscara do decodificador, três chamadas
 # de `F.scaled_dot_product_attention` comparadas com a nossa atenção (capítulo 2):

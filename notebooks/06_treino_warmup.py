@@ -67,7 +67,7 @@ from transformer_course.data import (
     make_token_classification,
     split_dataset,
 )
-from transformer_course.device import get_device
+from transformer_course.runtime import get_device
 from transformer_course.layers import TransformerClassifier
 from transformer_course.training import (
     ADAM_BETAS,

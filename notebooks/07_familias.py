@@ -54,7 +54,7 @@ from transformer_course.checks import (
 )
 from transformer_course.costs import count_parameters, loglog_slope, measure_attention_memory, time_attention
 from transformer_course.costs import kaplan_loss as kaplan_loss_ref
-from transformer_course.device import get_device, seeded_generator
+from transformer_course.runtime import get_device, seeded_generator
 from transformer_course.generation import (
     GPTConfig,
     TinyGPT,

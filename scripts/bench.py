@@ -272,7 +272,8 @@ def mha_ratio() -> None:
     import torch
     from torch import nn
 
-    from transformer_course.multihead import MultiHeadAttention, load_from_torch
+    from transformer_course.interop import load_from_torch
+    from transformer_course.multihead import MultiHeadAttention
 
     for B, T, D, H in ((8, 64, 256, 8), (16, 128, 512, 8), (2, 16, 64, 4)):
         torch.manual_seed(0)

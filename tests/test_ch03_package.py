@@ -8,6 +8,7 @@ import torch
 from matplotlib.figure import Figure
 from torch import nn
 
+from transformer_course import interop
 from transformer_course import multihead as mh
 from transformer_course import plots
 from transformer_course.widgets import HeadsExplorer
@@ -17,7 +18,7 @@ from transformer_course.widgets.ch03 import BENCH
 def _pair(d_model, n_heads, bias=True, dtype=torch.float32, seed=0):
     torch.manual_seed(seed)
     torch_mha = nn.MultiheadAttention(d_model, n_heads, bias=bias, batch_first=True).to(dtype).eval()
-    ours = mh.load_from_torch(mh.MultiHeadAttention(d_model, n_heads, bias=bias).to(dtype), torch_mha)
+    ours = interop.load_from_torch(mh.MultiHeadAttention(d_model, n_heads, bias=bias).to(dtype), torch_mha)
     return ours, torch_mha
 
 
@@ -71,7 +72,7 @@ def test_reference_without_bias_and_dropout_in_eval():
     ours, torch_mha = _pair(12, 3, bias=False)
     x = torch.randn(2, 4, 12)
     torch.testing.assert_close(ours(x, x, x)[0], torch_mha(x, x, x)[0])
-    dropped = mh.load_from_torch(mh.MultiHeadAttention(12, 3, dropout=0.5, bias=False), torch_mha).eval()
+    dropped = interop.load_from_torch(mh.MultiHeadAttention(12, 3, dropout=0.5, bias=False), torch_mha).eval()
     torch.testing.assert_close(dropped(x, x, x)[0], torch_mha(x, x, x)[0])
     dropped.train()
     assert not torch.allclose(dropped(x, x, x)[0], torch_mha(x, x, x)[0])
@@ -80,9 +81,9 @@ def test_reference_without_bias_and_dropout_in_eval():
 def test_load_from_torch_refuses_mismatches():
     torch_mha = nn.MultiheadAttention(8, 2, batch_first=True)
     with pytest.raises(ValueError, match="formas incompatíveis"):
-        mh.load_from_torch(mh.MultiHeadAttention(8, 4), torch_mha)
+        interop.load_from_torch(mh.MultiHeadAttention(8, 4), torch_mha)
     with pytest.raises(ValueError, match="viés"):
-        mh.load_from_torch(mh.MultiHeadAttention(8, 2, bias=False), torch_mha)
+        interop.load_from_torch(mh.MultiHeadAttention(8, 2, bias=False), torch_mha)
 
 
 @pytest.mark.parametrize("n_heads", [1, 2, 4, 8, 16, 64])

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from transformer_course import interop
 from transformer_course import layers as ref
 from transformer_course.checks import ch04
 from transformer_course.multihead import MultiHeadAttention
@@ -507,8 +508,8 @@ def test_reference_layers_equal_pytorch(norm_first):
     torch.manual_seed(0)
     enc_t = nn.TransformerEncoderLayer(16, 4, 32, 0.0, "gelu", batch_first=True, norm_first=norm_first)
     dec_t = nn.TransformerDecoderLayer(16, 4, 32, 0.0, "gelu", batch_first=True, norm_first=norm_first)
-    enc = ref.load_encoder_layer_from_torch(ref.EncoderLayer(16, 4, 32, norm_first=norm_first), enc_t)
-    dec = ref.load_decoder_layer_from_torch(ref.DecoderLayer(16, 4, 32, norm_first=norm_first), dec_t)
+    enc = interop.load_encoder_layer_from_torch(ref.EncoderLayer(16, 4, 32, norm_first=norm_first), enc_t)
+    dec = interop.load_decoder_layer_from_torch(ref.DecoderLayer(16, 4, 32, norm_first=norm_first), dec_t)
     x, mem = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
     causal = torch.ones(5, 5, dtype=torch.bool).tril()
     torch.testing.assert_close(enc(x, causal)[0], enc_t(x, src_mask=~causal))

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from transformer_course import interop
 from transformer_course import masks as ref
 from transformer_course.checks import ch05
 
@@ -372,7 +373,7 @@ def test_reference_masks_agree_with_sdpa():
     scores = q @ k.transpose(-2, -1) / 2.0
     ours = ref.masked_softmax(scores, mask) @ v
     torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
-    additive = ref.to_additive_mask(mask)
+    additive = interop.to_additive_mask(mask)
     torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, k, v, attn_mask=additive))
 
 
@@ -382,14 +383,14 @@ def test_reference_converters_agree_with_multihead_attention():
     x = torch.randn(2, 5, 8)
     ids = torch.tensor([[5, 2, 7, 0, 0], [3, 3, 1, 4, 9]])
     pad = ref.padding_mask(ids)
-    by_kpm, _ = mha(x, x, x, key_padding_mask=ref.to_key_padding_mask(pad))
-    by_attn, _ = mha(x, x, x, attn_mask=ref.to_mha_attn_mask(pad, n_heads=2, q_len=5))
+    by_kpm, _ = mha(x, x, x, key_padding_mask=interop.to_key_padding_mask(pad))
+    by_attn, _ = mha(x, x, x, attn_mask=interop.to_mha_attn_mask(pad, n_heads=2, q_len=5))
     torch.testing.assert_close(by_kpm, by_attn)
     causal = ref.causal_mask(5)
-    out_mask, _ = mha(x, x, x, attn_mask=ref.to_mha_attn_mask(causal))
+    out_mask, _ = mha(x, x, x, attn_mask=interop.to_mha_attn_mask(causal))
     out_gen, _ = mha(x, x, x, attn_mask=torch.nn.Transformer.generate_square_subsequent_mask(5))
     torch.testing.assert_close(out_mask, out_gen)
-    assert torch.equal(ref.from_key_padding_mask(ref.to_key_padding_mask(pad)), pad)
+    assert torch.equal(interop.from_key_padding_mask(interop.to_key_padding_mask(pad)), pad)
 
 
 def test_reference_masked_softmax_no_nan_and_finite_grad():

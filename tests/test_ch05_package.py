@@ -9,7 +9,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from transformer_course import masks, plots
+from transformer_course import interop, masks, plots
 from transformer_course.attention import scaled_dot_product_attention as attention
 from transformer_course.widgets import MaskExplorer
 
@@ -92,20 +92,20 @@ def test_perturb_positions_changes_only_the_chosen_tokens():
 
 def test_converters_shapes():
     pad = masks.padding_mask(torch.tensor([[1, 0], [2, 3]]))
-    assert masks.to_key_padding_mask(pad).tolist() == [[False, True], [False, False]]
-    assert masks.to_mha_attn_mask(
+    assert interop.to_key_padding_mask(pad).tolist() == [[False, True], [False, False]]
+    assert interop.to_mha_attn_mask(
         masks.decoder_self_mask(torch.tensor([[1, 0], [2, 3]])), n_heads=3
     ).shape == (
         6,
         2,
         2,
     )
-    additive = masks.to_additive_mask(masks.causal_mask(2), dtype=torch.float64)
+    additive = interop.to_additive_mask(masks.causal_mask(2), dtype=torch.float64)
     assert additive.dtype == torch.float64 and additive[0, 1] == float("-inf") and additive[1, 0] == 0
     with pytest.raises(ValueError):
-        masks.to_mha_attn_mask(pad)
+        interop.to_mha_attn_mask(pad)
     with pytest.raises(ValueError):
-        masks.to_key_padding_mask(masks.causal_mask(2))
+        interop.to_key_padding_mask(masks.causal_mask(2))
 
 
 @pytest.mark.parametrize("side", ["direita", "esquerda"])

@@ -23,7 +23,10 @@ from typing import Any
 
 import torch
 
+from .runtime import one_thread, single_threaded  # noqa: F401 - provisório, até os capítulos migrarem
+
 __all__ = [
+    "Check",
     "CheckFailure",
     "Mistake",
     "call",
@@ -36,9 +39,8 @@ __all__ = [
     "expect_raises",
     "forbid_torch_functions",
     "is_stub",
-    "one_thread",
-    "single_threaded",
     "passed",
+    "refuse_reference",
     "snapshot",
     "tolerances",
 ]
@@ -391,33 +393,6 @@ class forbid_torch_functions(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-@contextlib.contextmanager
-def one_thread():
-    """Roda o bloco com uma thread do PyTorch e restaura o número anterior no fim.
-
-    Os tensores das verificações são minúsculos: com várias threads numa CPU disputada, cada
-    operação espera as outras e uma verificação de 0,1 s passa de 2 s.
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-def single_threaded(check: Callable) -> Callable:
-    """Decorador: a verificação inteira roda em :func:`one_thread`."""
-
-    @functools.wraps(check)
-    def wrapper(*args, **kwargs):
-        __tracebackhide__ = True
-        with one_thread():
-            return check(*args, **kwargs)
-
-    return wrapper
-
-
 def expect_not_reference(obj: Any, ref: Any, name: str) -> None:
     """Recusa a implementação de referência do pacote entregue como resposta (função ou classe)."""
     __tracebackhide__ = True
@@ -437,3 +412,266 @@ def passed(name: str, n_checks: int, extra: str = "") -> None:
     """Uma linha curta de sucesso (stdout)."""
     suffix = f" {extra}" if extra else ""
     print(f"✔ `{name}`: {n_checks} verificações passaram.{suffix}")
+
+
+# ====================================================================== a recusa da referência
+
+
+def _source_span(obj: Any) -> tuple[str, int, int] | None:
+    """(arquivo real, primeira linha, última linha) do código-fonte de uma função ou classe."""
+    import inspect
+    import os
+
+    obj = inspect.unwrap(obj)
+    try:
+        lines, start = inspect.getsourcelines(obj)
+        filename = inspect.getsourcefile(obj)
+    except (OSError, TypeError):
+        return None
+    if filename is None:
+        return None
+    return os.path.realpath(filename), start, start + len(lines) - 1
+
+
+def _same_definition(a: Any, b: Any) -> bool:
+    """Mesma função/classe, mesmo se o módulo foi importado de novo (compara módulo e nome)."""
+    return a is b or (
+        getattr(a, "__module__", 0) == getattr(b, "__module__", 1)
+        and getattr(a, "__qualname__", 0) == getattr(b, "__qualname__", 1)
+    )
+
+
+class _reference_spy:
+    """Registra as chamadas, durante o bloco ``with``, a código que está dentro da referência.
+
+    Compara o arquivo e as linhas do código executado (``sys.setprofile``), não a identidade do
+    objeto: pega apelidos, invólucros (``lambda *a: ref(*a)``), subclasses (``super().forward``)
+    e cópias do módulo importadas de novo.
+    """
+
+    def __init__(self, span: tuple[str, int, int]):
+        import os
+        import sys
+
+        self._sys, self._realpath = sys, os.path.realpath
+        self.filename, self.first, self.last = span
+        self._paths: dict[str, str] = {}
+        self.used = False
+
+    def _profile(self, frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            path = self._paths.get(code.co_filename)
+            if path is None:
+                path = self._paths[code.co_filename] = self._realpath(code.co_filename)
+            if path == self.filename and self.first <= code.co_firstlineno <= self.last:
+                self.used = True
+        if self._previous is not None:
+            self._previous(frame, event, arg)
+
+    def __enter__(self):
+        self._previous = self._sys.getprofile()
+        self._sys.setprofile(self._profile)
+        return self
+
+    def __exit__(self, *exc):
+        self._sys.setprofile(self._previous)
+        return False
+
+
+def refuse_reference(answer: Any, reference: Any, run: Callable[[], Any], name: str) -> None:
+    """Recusa a implementação de referência do pacote entregue como resposta, em qualquer disfarce.
+
+    É a única recusa do curso, no nível mais forte: ``answer`` não pode ser a referência (nem
+    uma cópia importada de novo), nem uma subclasse dela, e ``run()`` — uma chamada típica da
+    resposta — não pode executar nenhuma linha do código da referência (invólucros, ``super()``).
+    """
+    __tracebackhide__ = True
+    where = f"`{reference.__module__}.{reference.__qualname__}`"
+    mro = answer.__mro__ if isinstance(answer, type) else (answer,)
+    static = any(_same_definition(k, reference) for k in mro)
+    span = _source_span(reference)
+    used = False
+    if not static and span is not None:
+        with _reference_spy(span) as spy:
+            call(run, name, "chamada vigiada (origem da resposta)")
+        used = spy.used
+    expect(
+        not (static or used),
+        name,
+        "origem da resposta",
+        f"Sua resposta {'é ou herda de' if static else 'executa'} a implementação de referência do pacote "
+        f"({where}).",
+        "escreva a sua própria implementação, sem importar, chamar ou herdar a do pacote.",
+    )
+
+
+# ====================================================================== o contexto de uma verificação
+
+
+class Check:
+    """O contexto de uma verificação: carrega o nome do exercício e o caso, conta as expectativas
+    e formata toda mensagem por meio deste módulo.
+
+    Uso::
+
+        with Check("split_heads") as c:
+            c.case("x (2, 5, 12), n_heads=3")
+            with c.untouched(x=x):
+                out = c.call(fn, x, 3)
+            c.close(out, expected, "a saída", mistakes=[...])
+
+    Ao entrar, aplica a política de isolamento do curso (:func:`runtime.isolated`: uma thread,
+    gerador global emprestado com semente fixa); ao sair sem falha, imprime a linha de sucesso.
+    """
+
+    def __init__(self, name: str, *, hidden: bool = False, seed: int = 0):
+        self.name, self.hidden, self.seed = name, hidden, seed
+        self.tried = ""
+        self.count = 0
+
+    def __enter__(self) -> Check:
+        from .runtime import isolated
+
+        self._isolation = isolated(self.seed)
+        self._isolation.__enter__()
+        return self
+
+    def __exit__(self, etype, exc, tb) -> bool:
+        self._isolation.__exit__(etype, exc, tb)
+        if etype is None:
+            passed(self.name, self.count, "(testes ocultos)" if self.hidden else "")
+        return False
+
+    # ------------------------------------------------------------ o caso em teste
+
+    def case(self, tried: str) -> Check:
+        """Descreve o caso que as próximas expectativas testam ("Teste: ..." na mensagem)."""
+        self.tried = tried
+        return self
+
+    def fail(self, body: str, hint: str | None = None):
+        """Falha já, com ``body`` e o diagnóstico provável ``hint``."""
+        __tracebackhide__ = True
+        raise _fail(self.name, self.tried, body, hint)
+
+    # ------------------------------------------------------------ expectativas (cada uma conta)
+
+    def call(self, fn: Callable, *args: Any, hint_on_error: str | None = None, **kwargs: Any) -> Any:
+        """Chama a resposta do aluno (ver :func:`call`)."""
+        __tracebackhide__ = True
+        return call(fn, self.name, self.tried, *args, hint_on_error=hint_on_error, **kwargs)
+
+    def expect(self, condition: bool, body: str, hint: str | None = None) -> None:
+        __tracebackhide__ = True
+        self.count += 1
+        expect(condition, self.name, self.tried, body, hint)
+
+    def shape(self, value: Any, shape: Sequence[int], what: str = "a saída", hint: str | None = None) -> None:
+        __tracebackhide__ = True
+        self.count += 1
+        expect_shape(value, shape, self.name, self.tried, what, hint)
+
+    def dtype(self, value: Any, dtype: torch.dtype, what: str = "a saída", hint: str | None = None) -> None:
+        """Exige um tensor do dtype pedido no enunciado (por exemplo "em float32")."""
+        __tracebackhide__ = True
+        self.count += 1
+        if not isinstance(value, torch.Tensor):
+            self.fail(f"Esperava um tensor {_in(what)}; veio {describe(value)}.", hint)
+        if value.dtype != dtype:
+            self.fail(f"dtype errado {_in(what)}: esperado {dtype}, obtido {value.dtype}.", hint)
+
+    def close(
+        self,
+        actual: Any,
+        expected: torch.Tensor,
+        what: str = "a saída",
+        mistakes: Iterable[Mistake] = (),
+        rtol: float | None = None,
+        atol: float | None = None,
+    ) -> None:
+        __tracebackhide__ = True
+        self.count += 1
+        expect_close(actual, expected, self.name, self.tried, what, mistakes, rtol, atol)
+
+    def number(
+        self,
+        value: Any,
+        expected: float,
+        what: str = "o resultado",
+        *,
+        integer: bool = False,
+        rel: float = 1e-6,
+        abs_tol: float = 1e-12,
+        mistakes: Iterable[Mistake] = (),
+    ) -> None:
+        """Exige um número do Python (``float``/``int``; ``int`` se ``integer``) próximo de ``expected``.
+
+        Um tensor de um elemento, um número do NumPy ou um ``bool`` não valem: o enunciado pede
+        um número do Python (use ``.item()``).
+        """
+        __tracebackhide__ = True
+        import math
+
+        self.count += 1
+        kinds = (int,) if integer else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            wanted = "um inteiro do Python (`int`)" if integer else "um número do Python (`float`)"
+            hint = "converta com `.item()`." if isinstance(value, torch.Tensor) else None
+            self.fail(f"Esperava {wanted} {_in(what)}; veio {describe(value)}.", hint)
+        if not math.isclose(value, expected, rel_tol=rel, abs_tol=abs_tol):
+            hint = None
+            for mistake in mistakes:
+                if isinstance(mistake.value, (int, float)) and math.isclose(
+                    value, mistake.value, rel_tol=max(rel, 1e-6), abs_tol=abs_tol
+                ):
+                    hint = f"{what} coincide com {mistake.name}."
+                    break
+            self.fail(f"Valor errado {_in(what)}: esperado {expected:.6g}, obtido {value:.6g}.", hint)
+
+    def raises(self, exc_type: type[BaseException], fn: Callable, *args: Any, **kwargs: Any) -> None:
+        """Exige que ``fn(*args)`` levante ``exc_type`` com uma mensagem."""
+        __tracebackhide__ = True
+        self.count += 1
+        expect_raises(fn, exc_type, self.name, self.tried, *args, **kwargs)
+
+    @contextlib.contextmanager
+    def untouched(self, **inputs: Any):
+        """Exige que os tensores ``inputs`` saiam do bloco como entraram (nada *in place*)."""
+        __tracebackhide__ = True
+        tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+        before = snapshot(*tensors.values())
+        yield
+        self.count += 1
+        expect_unchanged(before, list(tensors.values()), list(tensors), self.name, self.tried)
+
+    def first_difference(self, stages: Sequence[tuple[str, Any, torch.Tensor]], mistakes: Iterable[Mistake] = ()):
+        """Compara etapas intermediárias em ordem e aponta a primeira que difere.
+
+        ``stages`` é uma lista de (nome da etapa, valor do aluno, valor esperado), na ordem em que
+        o cálculo acontece (projeções, scores, pesos, saída de cada subcamada...). A mensagem diz
+        onde o erro entrou, mesmo quando ele não é um erro conhecido.
+        """
+        __tracebackhide__ = True
+        self.count += 1
+        for label, actual, expected in stages:
+            try:
+                expect_close(actual, expected, self.name, self.tried, label, mistakes)
+            except CheckFailure as failure:
+                body = str(failure).split("\n", 2)[-1]
+                self.fail(f"A primeira diferença aparece em {label}.\n{body}")
+
+    def forbid(self, functions: Sequence[Callable], run: Callable[[], Any], body: str, hint: str) -> None:
+        """Exige que ``run()`` não chame as funções do PyTorch em ``functions``."""
+        __tracebackhide__ = True
+        self.count += 1
+        with forbid_torch_functions(*functions) as mode:
+            self.call(run)
+        if mode.used:
+            self.fail(body, hint)
+
+    def refuse_reference(self, answer: Any, reference: Any, run: Callable[[], Any]) -> None:
+        """Recusa a referência do pacote em qualquer disfarce (ver :func:`refuse_reference`)."""
+        __tracebackhide__ = True
+        self.count += 1
+        refuse_reference(answer, reference, run, self.name)

@@ -34,8 +34,6 @@ __all__ = [
     "TransformerEncoder",
     "gradient_norms_at_init",
     "ln_gradient_experiment",
-    "load_decoder_layer_from_torch",
-    "load_encoder_layer_from_torch",
     "residual_norms_at_init",
 ]
 
@@ -155,51 +153,6 @@ class DecoderLayer(nn.Module):
             x = self.norm2(x + out)
             x = self.norm3(x + self.dropout3(self.ffn(x)))
         return x, self_weights, cross_weights
-
-
-# ---------------------------------------------------------------- pesos do PyTorch
-
-
-@torch.no_grad()
-def _load_mha(ours: nn.Module, theirs: nn.MultiheadAttention) -> None:
-    """Copia os pesos de um ``nn.MultiheadAttention`` (in_proj empilhado Q, K, V) para W_Q..W_O."""
-    w_q, w_k, w_v = theirs.in_proj_weight.chunk(3, dim=0)  # (3D, D) -> 3 × (D, D)
-    for lin, w in zip((ours.W_Q, ours.W_K, ours.W_V), (w_q, w_k, w_v)):
-        lin.weight.copy_(w)
-    if theirs.in_proj_bias is not None:
-        for lin, b in zip((ours.W_Q, ours.W_K, ours.W_V), theirs.in_proj_bias.chunk(3)):
-            lin.bias.copy_(b)
-    ours.W_O.weight.copy_(theirs.out_proj.weight)
-    if theirs.out_proj.bias is not None:
-        ours.W_O.bias.copy_(theirs.out_proj.bias)
-
-
-@torch.no_grad()
-def _load_common(ours: nn.Module, theirs: nn.Module, norms: tuple[str, ...]) -> None:
-    _load_mha(ours.self_attn, theirs.self_attn)
-    for name in ("linear1", "linear2"):
-        getattr(ours.ffn, name).weight.copy_(getattr(theirs, name).weight)
-        getattr(ours.ffn, name).bias.copy_(getattr(theirs, name).bias)
-    for name in norms:
-        getattr(ours, name).weight.copy_(getattr(theirs, name).weight)
-        getattr(ours, name).bias.copy_(getattr(theirs, name).bias)
-
-
-def load_encoder_layer_from_torch(layer: nn.Module, torch_layer: nn.TransformerEncoderLayer) -> nn.Module:
-    """Copia os pesos de um ``nn.TransformerEncoderLayer`` para uma camada com a API do curso.
-
-    ``layer`` precisa dos atributos ``self_attn`` (com W_Q, W_K, W_V, W_O), ``ffn``
-    (com ``linear1``, ``linear2``), ``norm1`` e ``norm2``. Devolve ``layer``.
-    """
-    _load_common(layer, torch_layer, ("norm1", "norm2"))
-    return layer
-
-
-def load_decoder_layer_from_torch(layer: nn.Module, torch_layer: nn.TransformerDecoderLayer) -> nn.Module:
-    """Copia os pesos de um ``nn.TransformerDecoderLayer`` (``multihead_attn`` vira ``cross_attn``)."""
-    _load_common(layer, torch_layer, ("norm1", "norm2", "norm3"))
-    _load_mha(layer.cross_attn, torch_layer.multihead_attn)
-    return layer
 
 
 # ---------------------------------------------------------------- a pilha e o classificador

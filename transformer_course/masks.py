@@ -24,14 +24,10 @@ __all__ = [
     "causal_mask",
     "decoder_self_mask",
     "dependency_matrix",
-    "from_key_padding_mask",
     "future_leak",
     "masked_softmax",
     "padding_mask",
     "perturb_positions",
-    "to_additive_mask",
-    "to_key_padding_mask",
-    "to_mha_attn_mask",
 ]
 
 
@@ -98,63 +94,6 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
     empty_row = ~mask.any(dim=-1, keepdim=True)  # (..., Tq, 1): True se a linha toda é bloqueada
     scores = scores.masked_fill(~mask, float("-inf")).masked_fill(empty_row, 0.0)
     return scores.softmax(dim=-1).masked_fill(~mask, 0.0)
-
-
-# ---------------------------------------------------------------- conversões entre convenções
-
-
-def to_additive_mask(
-    mask: torch.Tensor, dtype: torch.dtype = torch.float32, fill: float = float("-inf")
-) -> torch.Tensor:
-    """Máscara booleana (True = pode atender) -> máscara aditiva: 0 onde pode, ``fill`` onde não.
-
-    É o que ``F.scaled_dot_product_attention`` aceita como ``attn_mask`` float (somado
-    aos scores) e o formato de ``nn.Transformer.generate_square_subsequent_mask``.
-    """
-    zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
-    return zeros.masked_fill(~mask, fill)
-
-
-def to_mha_attn_mask(
-    mask: torch.Tensor, n_heads: int | None = None, q_len: int | None = None
-) -> torch.Tensor:
-    """Máscara do curso -> ``attn_mask`` booleano de ``nn.MultiheadAttention`` (True = BLOQUEADO).
-
-    ``nn.MultiheadAttention`` não difunde: quer (Tq, Tk) ou (B·H, Tq, Tk). Uma máscara
-    de padding (B, 1, 1, Tk) precisa de ``q_len`` para virar (B·H, Tq, Tk) — ou vá por
-    :func:`to_key_padding_mask`, que é o caminho natural.
-
-    Formas:
-        (Tq, Tk)              -> (Tq, Tk)
-        (B, Tq, Tk)           -> (B·H, Tq, Tk)   (precisa de ``n_heads``)
-        (B, 1 ou H, Tq, Tk)   -> (B·H, Tq, Tk)   (precisa de ``n_heads``; ``q_len`` se Tq = 1)
-    """
-    if mask.dim() == 2:
-        return ~mask
-    if mask.dim() not in (3, 4):
-        raise ValueError(f"a máscara deve ter 2, 3 ou 4 eixos; recebida com forma {tuple(mask.shape)}.")
-    if n_heads is None:
-        raise ValueError("para uma máscara com eixo de lote, informe n_heads.")
-    if mask.dim() == 3:
-        mask = mask.unsqueeze(1)  # (B, Tq, Tk) -> (B, 1, Tq, Tk)
-    B, _, Tq, Tk = mask.shape
-    Tq = q_len if q_len is not None else Tq
-    mask = mask.expand(B, n_heads, Tq, Tk)
-    return ~mask.reshape(B * n_heads, Tq, Tk)  # (B, H, Tq, Tk) -> (B·H, Tq, Tk)
-
-
-def to_key_padding_mask(mask: torch.Tensor) -> torch.Tensor:
-    """Máscara de padding do curso (B, 1, 1, T) -> ``key_padding_mask`` (B, T), True = padding."""
-    if mask.dim() != 4 or mask.shape[1:3] != (1, 1):
-        raise ValueError(f"esperava uma máscara de padding (B, 1, 1, T); recebida {tuple(mask.shape)}.")
-    return ~mask[:, 0, 0, :]  # (B, 1, 1, T) -> (B, T)
-
-
-def from_key_padding_mask(key_padding_mask: torch.Tensor) -> torch.Tensor:
-    """``key_padding_mask`` (B, T), True = padding -> máscara do curso (B, 1, 1, T), True = real."""
-    if key_padding_mask.dim() != 2:
-        raise ValueError(f"esperava (B, T); recebida {tuple(key_padding_mask.shape)}.")
-    return ~key_padding_mask[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
 
 
 # ---------------------------------------------------------------- causalidade como propriedade

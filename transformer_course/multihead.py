@@ -28,7 +28,6 @@ __all__ = [
     "VOCAB",
     "divisors",
     "encode_words",
-    "load_from_torch",
     "merge_heads",
     "neighbor_batch",
     "split_heads",
@@ -102,40 +101,6 @@ class MultiHeadAttention(nn.Module):
         if self.training and self.dropout.p > 0:
             output = self.dropout(weights) @ V  # (B, H, Tq, Tk) @ (B, H, Tk, Dk) -> (B, H, Tq, Dk)
         return self.W_O(merge_heads(output)), weights  # (B, H, Tq, Dk) -> (B, Tq, D)
-
-
-@torch.no_grad()
-def load_from_torch(mha: MultiHeadAttention, torch_mha: nn.MultiheadAttention) -> MultiHeadAttention:
-    """Copia os pesos de um ``nn.MultiheadAttention`` para ``mha`` e devolve ``mha``.
-
-    O PyTorch guarda W_Q, W_K e W_V empilhadas em ``in_proj_weight`` (3D × D), nessa
-    ordem, e W_O em ``out_proj``. Funciona com qualquer módulo que tenha os atributos
-    ``W_Q``, ``W_K``, ``W_V`` e ``W_O`` (``nn.Linear``), inclusive o do aluno.
-
-    Raises:
-        ValueError: se as larguras, o número de cabeças ou a presença de viés diferem.
-    """
-    D = torch_mha.embed_dim
-    if mha.W_Q.weight.shape != (D, D) or getattr(mha, "n_heads", torch_mha.num_heads) != torch_mha.num_heads:
-        raise ValueError(
-            f"formas incompatíveis: W_Q {tuple(mha.W_Q.weight.shape)} e {getattr(mha, 'n_heads', '?')} "
-            f"cabeças; o nn.MultiheadAttention tem d_model = {D} e {torch_mha.num_heads} cabeças."
-        )
-    if (mha.W_Q.bias is None) != (torch_mha.in_proj_bias is None):
-        raise ValueError("um dos módulos tem viés (bias) e o outro não.")
-    if torch_mha.in_proj_weight is not None:
-        weights = torch_mha.in_proj_weight.chunk(3)
-    else:  # kdim/vdim diferentes de embed_dim: três matrizes separadas
-        weights = (torch_mha.q_proj_weight, torch_mha.k_proj_weight, torch_mha.v_proj_weight)
-    biases = (None,) * 3 if torch_mha.in_proj_bias is None else torch_mha.in_proj_bias.chunk(3)
-    for linear, w, b in zip((mha.W_Q, mha.W_K, mha.W_V), weights, biases):
-        linear.weight.copy_(w)
-        if b is not None:
-            linear.bias.copy_(b)
-    mha.W_O.weight.copy_(torch_mha.out_proj.weight)
-    if mha.W_O.bias is not None:
-        mha.W_O.bias.copy_(torch_mha.out_proj.bias)
-    return mha
 
 
 def divisors(n: int) -> list[int]:

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from .. import positional as reference
-from ..device import seeded_generator
+from ..runtime import seeded_generator
 from ..feedback import (
     CheckFailure,
     Mistake,

@@ -14,7 +14,7 @@ import torch
 from torch.nn import functional as F
 
 from .. import attention as reference
-from ..device import seeded_generator
+from ..runtime import seeded_generator
 from ..feedback import (
     Mistake,
     call,

@@ -18,8 +18,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .. import interop
 from .. import multihead as reference
-from ..device import seeded_generator
+from ..runtime import seeded_generator
 from ..feedback import (
     CheckFailure,
     Mistake,
@@ -593,7 +594,7 @@ def _run_mha(
     module = module.to(dtype)
     if eval_mode:
         module.eval()
-    reference.load_from_torch(module, torch_mha)
+    interop.load_from_torch(module, torch_mha)
     expected_out, expected_w = _oracle(torch_mha, query, key, value, mask)
     out_mistakes, w_mistakes = _mha_mistakes(_params(torch_mha), query, key, value, mask, H)
     inputs = [t for t in (query, key, value, mask) if t is not None]
@@ -676,7 +677,7 @@ def _check_train_dropout(cls, x) -> None:
     D, H = x.size(-1), 2
     tried = _tried(x, x, x, None, D, H, " (dropout=0.5, modo de treino)")
     module = _build(cls, D, H, tried, dropout=0.5)
-    reference.load_from_torch(module, _torch_mha(D, H, True, 20, x.dtype))
+    interop.load_from_torch(module, _torch_mha(D, H, True, 20, x.dtype))
     module.eval()
     with torch.no_grad():
         eval_out, eval_w = _call(module, MHA, tried, x, x, x, None)
@@ -759,7 +760,7 @@ def check_multi_head_attention_hidden(cls) -> None:
     tried = _tried(q, kv, kv, mask, 8, 2, " (gradientes)")
     module = _build(cls, 8, 2, tried).to(torch.float64)
     torch_mha = _torch_mha(8, 2, True, 19, torch.float64)
-    reference.load_from_torch(module, torch_mha)
+    interop.load_from_torch(module, torch_mha)
     qs, kvs = q.clone().requires_grad_(), kv.clone().requires_grad_()
     qo, kvo = q.clone().requires_grad_(), kv.clone().requires_grad_()
     output, _ = _call(module, MHA, tried, qs, kvs, kvs, mask)

@@ -20,8 +20,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .. import interop
 from .. import layers as reference
-from ..device import seeded_generator
+from ..runtime import seeded_generator
 from ..feedback import (
     Mistake,
     call,
@@ -401,9 +402,9 @@ def _prepare_layer(cls, name, kind, D, H, Fd, norm_first, seed, dtype, tried, pa
     _check_attrs(layer, name, kind, D, Fd, tried)
     t = (_torch_encoder if kind == "enc" else _torch_decoder)(D, H, Fd, norm_first, seed)
     if kind == "enc":
-        reference.load_encoder_layer_from_torch(layer, t)
+        interop.load_encoder_layer_from_torch(layer, t)
     else:
-        reference.load_decoder_layer_from_torch(layer, t)
+        interop.load_decoder_layer_from_torch(layer, t)
     return layer.to(dtype), t.to(dtype)
 
 
@@ -725,7 +726,7 @@ def _eval_and_builtins(cls, name: str, kind: str) -> None:
     )
     _check_attrs(layer, name, kind, 8, 16, tried)
     t = (_torch_encoder if kind == "enc" else _torch_decoder)(8, 2, 16, True, 15)
-    (reference.load_encoder_layer_from_torch if kind == "enc" else reference.load_decoder_layer_from_torch)(
+    (interop.load_encoder_layer_from_torch if kind == "enc" else interop.load_decoder_layer_from_torch)(
         layer, t
     )
     layer.eval()

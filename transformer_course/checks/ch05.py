@@ -18,7 +18,7 @@ import torch
 from torch.nn import functional as F
 
 from .. import masks as reference
-from ..device import seeded_generator
+from ..runtime import seeded_generator
 from ..feedback import (
     CheckFailure,
     Mistake,

@@ -28,7 +28,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import DataLoader, TensorDataset
 
 from .. import training as reference
-from ..device import seeded_generator
+from ..runtime import seeded_generator
 from ..feedback import (
     CheckFailure,
     Mistake,

@@ -18,7 +18,7 @@ from torch import nn
 
 from .. import costs as reference_costs
 from .. import generation as reference_generation
-from ..device import seeded_generator
+from ..runtime import seeded_generator
 from ..feedback import (
     CheckFailure,
     call,

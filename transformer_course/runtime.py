@@ -1,0 +1,77 @@
+"""A camada de baixo: dispositivo, threads, sementes e nomes de dtype.
+
+Todo o resto do pacote (modelos, figuras, verificações, ferramentas do instrutor) usa estas
+peças daqui e não as reescreve. Este módulo só importa o PyTorch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+
+import torch
+
+__all__ = ["dtype_name", "get_device", "isolated", "one_thread", "seeded_generator", "single_threaded"]
+
+
+def get_device(prefer: str | None = None) -> torch.device:
+    """Devolve o dispositivo de cálculo: ``cuda`` se houver GPU, senão ``cpu``.
+
+    Args:
+        prefer: força um dispositivo (por exemplo ``"cpu"``); ``None`` escolhe sozinho.
+    """
+    if prefer is not None:
+        return torch.device(prefer)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def seeded_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """Um ``torch.Generator`` com semente própria (nunca o gerador global)."""
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    return generator
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float32`` -> ``"float32"`` (para mensagens e legendas)."""
+    return str(dtype).removeprefix("torch.")
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Roda o bloco com uma thread do PyTorch e restaura o número anterior no fim.
+
+    Os tensores das verificações e dos widgets são minúsculos: com várias threads numa CPU
+    disputada, cada operação espera as outras e um cálculo de 0,1 s passa de 2 s.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def single_threaded(fn: Callable) -> Callable:
+    """Decorador: a função inteira roda em :func:`one_thread`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        __tracebackhide__ = True
+        with one_thread():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@contextlib.contextmanager
+def isolated(seed: int = 0) -> Iterator[None]:
+    """Uma thread e o gerador global da CPU emprestado com semente ``seed``, restaurado no fim.
+
+    É a política única de isolamento das verificações: o que elas sorteiam (dropout, pesos
+    iniciais) é sempre o mesmo, e o estado aleatório do notebook do aluno fica como estava.
+    """
+    with one_thread(), torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(seed)
+        yield
