@@ -37,7 +37,7 @@ c.GenerateSolution.preprocessors = [
     "nbgrader.preprocessors.ClearOutput",
     "nbgrader.preprocessors.ClearMarkScheme",
     # Respostas-modelo das perguntas abertas sem os marcadores (no Markdown eles virariam títulos).
-    "transformer_course.preprocessors.StripTextSolutionMarkers",
+    "transformer_course.instructor.preprocessors.StripTextSolutionMarkers",
 ]
 
 # ------------------------------------------------------------------ correção
@@ -54,10 +54,10 @@ c.LimitOutput.max_lines = 1000
 # Isolamento: na correção, cada entrega roda num kernel confinado pelo bubblewrap (sem ver source/,
 # solutions/, o gradebook nem as outras entregas; sem rede; limites de memória, processos, CPU e
 # arquivos). Sem bubblewrap, o kernel não inicia, a menos que TRANSFORMER_COURSE_UNCONFINED=1.
-# Veja transformer_course/sandbox.py e grading/README.md. É a lista padrão do nbgrader 0.9 com o
+# Veja transformer_course/instructor/sandbox.py e grading/README.md. É a lista padrão do nbgrader 0.9 com o
 # Execute trocado (o nbgrader fixa a classe do gerenciador de kernels no construtor do Execute).
 c.Autograde.autograde_preprocessors = [
-    "transformer_course.sandbox.SandboxedExecute",
+    "transformer_course.instructor.sandbox.SandboxedExecute",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
@@ -69,11 +69,11 @@ c.Autograde.autograde_preprocessors = [
 # Devolutiva sem os testes ocultos (nbgrader #917) e com o traceback resumido.
 c.GenerateFeedback.preprocessors = [
     # O GetGrades do nbgrader, mais os pontos que esperam o professor (mostrados como "a corrigir").
-    "transformer_course.preprocessors.GetGradesPending",
+    "transformer_course.instructor.preprocessors.GetGradesPending",
     "nbgrader.preprocessors.ClearHiddenTests",
-    "transformer_course.grading.ShortTracebacks",
-    # Segunda camada: recusa a devolutiva com soluções ou testes ocultos (transformer_course/sandbox.py).
-    "transformer_course.sandbox.BlockInstructorMaterial",
+    "transformer_course.instructor.preprocessors.ShortTracebacks",
+    # Segunda camada: recusa a devolutiva com soluções ou testes ocultos (transformer_course/instructor/sandbox.py).
+    "transformer_course.instructor.sandbox.BlockInstructorMaterial",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 

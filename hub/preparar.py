@@ -36,6 +36,8 @@ sys.path.insert(0, str(HUB))
 
 from contas import garantir_contas  # noqa: E402
 
+from transformer_course.course import CHAPTERS  # noqa: E402
+
 COURSE_DIRNAME = "transformers-do-zero"
 DEMO = {"professor": "professor", "aluno1": "aluno", "aluno2": "aluno"}
 # O que o professor leva do repositório para a cópia dele (release/ ele gera).
@@ -151,7 +153,7 @@ def ambiente_dos_usuarios(estado: Path) -> Path:
 
 
 def chapters() -> list[str]:
-    return sorted(p.name for p in (ROOT / "source").glob("[0-9][0-9]_*") if p.is_dir())
+    return list(CHAPTERS)
 
 
 def bin_dos_usuarios(estado: Path, modo: str) -> Path:

@@ -36,9 +36,10 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from transformer_course.course import CHAPTERS
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
 
 
 def run_notebook(nb, cwd: Path) -> float:

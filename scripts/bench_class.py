@@ -35,8 +35,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from transformer_course.grading import chapters, nbgrader_env  # noqa: E402
-from transformer_course.grading_cluster import floor_cost  # noqa: E402
+from transformer_course.course import CHAPTERS  # noqa: E402
+from transformer_course.instructor.cluster import floor_cost  # noqa: E402
+from transformer_course.instructor.nbgrader_run import nbgrader_env  # noqa: E402
 
 BIN = Path(sys.executable).parent
 KINDS = ("certa", "em_branco", "errada", "hostil")
@@ -206,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=["sequencial", "local", "scheduler", "servico"],
     )
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.capitulos) - set(chapters(ROOT)))
+    unknown = sorted(set(args.capitulos) - set(CHAPTERS))
     if unknown:
         print(f"capítulos desconhecidos: {', '.join(unknown)}")
         return 2

@@ -12,7 +12,6 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from transformer_course.grading import nbgrader_env, nbgrader_exe  # noqa: E402
-from transformer_course.sandbox import UNCONFINED_ENV, sandbox_problem  # noqa: E402
+from transformer_course.instructor.nbgrader_run import nbgrader_env, run_nbgrader  # noqa: E402
+from transformer_course.instructor.sandbox import UNCONFINED_ENV, sandbox_problem  # noqa: E402
 
 
 def _course(tmp: Path, chapter: str, students: int) -> Path:
@@ -31,13 +30,7 @@ def _course(tmp: Path, chapter: str, students: int) -> Path:
     shutil.copy2(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
     for part in ("source", "release", "solutions"):
         shutil.copytree(ROOT / part / chapter, course / part / chapter)
-    run = subprocess.run(
-        [nbgrader_exe(), "generate_assignment", chapter, "--force"],
-        cwd=course,
-        env=nbgrader_env(),
-        capture_output=True,
-        text=True,
-    )
+    run = run_nbgrader("generate_assignment", chapter, "--force", cwd=course, timeout=None)
     if run.returncode:
         raise SystemExit(run.stderr[-2000:])
     for i in range(students):
@@ -49,12 +42,12 @@ def _course(tmp: Path, chapter: str, students: int) -> Path:
 
 def _autograde(course: Path, chapter: str, confined: bool) -> float:
     env = nbgrader_env()
-    args = [nbgrader_exe(), "autograde", chapter, "--create", "--force"]
+    args = ["autograde", chapter, "--create", "--force"]
     if not confined:
         env[UNCONFINED_ENV] = "1"
         args.append("--SandboxedKernelManager.confine=False")
     started = time.perf_counter()
-    run = subprocess.run(args, cwd=course, env=env, capture_output=True, text=True)
+    run = run_nbgrader(*args, cwd=course, env=env, timeout=None)
     elapsed = time.perf_counter() - started
     if run.returncode or ("confinado" in run.stderr) != confined:
         raise SystemExit(f"autograde falhou ou não isolou como pedido:\n{run.stderr[-3000:]}")
@@ -83,7 +76,7 @@ def floor(rounds: int = 5) -> dict:
     from nbclient import NotebookClient
     from traitlets.config import Config
 
-    from transformer_course.sandbox import SandboxedKernelManager
+    from transformer_course.instructor.sandbox import SandboxedKernelManager
 
     nb = nbformat.v4.new_notebook(
         cells=[nbformat.v4.new_code_cell("import torch, transformer_course.checks")]

@@ -25,11 +25,9 @@ from pathlib import Path
 import jupytext
 import nbformat
 
+from transformer_course.course import CHAPTERS
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def chapters() -> list[str]:
-    return sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
 
 
 def stable_ids(nb: nbformat.NotebookNode) -> None:
@@ -98,10 +96,10 @@ def generate(name: str) -> None:
 
 
 def main(names: list[str]) -> None:
-    names = names or chapters()
-    unknown = sorted(set(names) - set(chapters()))
+    names = names or list(CHAPTERS)
+    unknown = sorted(set(names) - set(CHAPTERS))
     if unknown:
-        sys.exit(f"capítulos desconhecidos: {unknown}; disponíveis: {chapters()}")
+        sys.exit(f"capítulos desconhecidos: {unknown}; disponíveis: {list(CHAPTERS)}")
     for name in names:
         build_source(name)
         generate(name)

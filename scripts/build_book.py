@@ -35,6 +35,8 @@ from urllib.parse import urlparse
 import nbformat
 import yaml
 
+from transformer_course.course import CHAPTERS
+
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 BUILD = ROOT / "build" / "book"
@@ -102,7 +104,7 @@ STARTUP_HASH = hashlib.sha1(STATIC_WIDGETS.encode()).hexdigest()[:10]
 
 
 def chapters() -> list[str]:
-    return sorted(p.name for p in (ROOT / "release").glob("[0-9][0-9]_*") if (p / f"{p.name}.ipynb").exists())
+    return list(CHAPTERS)
 
 
 def load_config() -> dict:

@@ -24,24 +24,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from transformer_course.grading import (  # noqa: E402
-    chapters,
-    check_notebook_file,
-    fmt_points,
-    nbgrader_env,
-    nbgrader_exe,
-    read_results,
-)
-from transformer_course.sandbox import require_sandbox, withhold_leaky_feedback  # noqa: E402
+from transformer_course.course import CHAPTERS  # noqa: E402
+from transformer_course.instructor.nbgrader_run import run_nbgrader  # noqa: E402
+from transformer_course.instructor.results import check_notebook_file, fmt_points, read_results  # noqa: E402
+from transformer_course.instructor.sandbox import require_sandbox, withhold_leaky_feedback  # noqa: E402
 
 STUDENT = "aluno"
 IGNORE = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "devolutivas")
 
 
 def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [nbgrader_exe(), *args], cwd=course, env=nbgrader_env(), capture_output=True, text=True, timeout=3600
-    )
+    return run_nbgrader(*args, cwd=course)
 
 
 def wrap(text: str, indent: str = "      ", width: int = 100) -> str:
@@ -54,7 +47,7 @@ def wrap(text: str, indent: str = "      ", width: int = 100) -> str:
 
 
 def grade(names: list[str], workspace: Path, feedback_dir: Path) -> int:
-    available = chapters(ROOT)
+    available = list(CHAPTERS)
     unknown = sorted(set(names) - set(available))
     if unknown:
         print(f"capítulos desconhecidos: {', '.join(unknown)}; disponíveis: {', '.join(available)}")

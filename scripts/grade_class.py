@@ -12,8 +12,7 @@ Para cada capítulo (``source/NN_nome/``) e cada aluno com pasta em ``grading/su
    que já existe (workers ``dask worker`` que veem a mesma pasta do curso e o mesmo banco);
 4. no fim, ``nbgrader export --to grading/notas.csv``.
 
-Com ``--sequencial``, roda como antes: ``nbgrader autograde NN_nome --create`` e
-``nbgrader generate_feedback NN_nome``, um capítulo de cada vez, num processo só.
+Com ``--sequencial``, sem Dask: a mesma tarefa, uma entrega depois da outra, neste processo.
 
 Imprime o quadro alunos × capítulos (pontos automáticos; "*" = questões abertas ainda sem nota,
 corrija no formgrader) e a lista de falhas com o motivo. Nunca altera ``grading/submitted/``.
@@ -28,7 +27,7 @@ Uso: python scripts/grade_class.py [NN_nome ...] [--force] [--timeout S] [--db U
 from __future__ import annotations
 
 import argparse
-import subprocess
+import os
 import sys
 import time
 from pathlib import Path
@@ -36,54 +35,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from transformer_course.grading import (  # noqa: E402
-    chapters,
-    check_notebook_file,
-    fmt_points,
-    nbgrader_env,
-    nbgrader_exe,
-    read_results,
-)
-from transformer_course.grading_cluster import (  # noqa: E402
+from transformer_course.course import CHAPTERS  # noqa: E402
+from transformer_course.instructor.cluster import (  # noqa: E402
     DatabaseUnavailable,
     TaskResult,
     course_db_url,
     describe_db,
-    failure_reason,
     grade_submission,
     load_course_config,
     prepare_gradebook,
     quiet_worker,
+    register_assignment,
     wait_for_db,
 )
+from transformer_course.instructor.nbgrader_run import nbgrader_env, run_nbgrader  # noqa: E402
+from transformer_course.instructor.results import check_notebook_file, fmt_points, read_results  # noqa: E402
 
 SUBMITTED = ROOT / "grading" / "submitted"
 AUTOGRADED = ROOT / "grading" / "autograded"
-
-
-def nbgrader(*args: str, db_url: str | None = None, timeout: int = 6 * 3600) -> subprocess.CompletedProcess:
-    extra = [f"--CourseDirectory.db_url={db_url}"] if db_url else []
-    return subprocess.run(
-        [nbgrader_exe(), *args, *extra],
-        cwd=ROOT,
-        env=nbgrader_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def _log_reason(log: str, student: str, chapter: str) -> str:
-    """O motivo que o nbgrader registrou para uma entrega que ele não conseguiu corrigir."""
-    lines = log.splitlines()
-    marker = f"{SUBMITTED / student / chapter}"
-    start = None
-    for i, line in enumerate(lines):
-        if marker in line and ("error processing" in line or "While processing" in line):
-            start = i
-    if start is None:
-        return "o nbgrader não gerou a versão corrigida (veja grading/autograde.log)"
-    return failure_reason("\n".join(lines[start : start + 80]))
 
 
 def summary_line(reason: str, limit: int = 300) -> str:
@@ -95,41 +64,16 @@ def summary_line(reason: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def ensure_assignment(chapter: str, db_url: str) -> str | None:
-    """Registra o capítulo no gradebook se faltar (sem tocar em release/)."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    with Gradebook(db_url) as gb:
-        try:
-            if gb.find_assignment(chapter).notebooks:
-                return None
-        except MissingEntry:
-            pass
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        run = nbgrader(
-            "generate_assignment",
-            chapter,
-            "--force",
-            f"--CourseDirectory.release_directory={tmp}",
-            db_url=db_url,
-        )
-    if run.returncode != 0:
-        return f"nbgrader generate_assignment {chapter} falhou:\n{run.stderr[-2000:]}"
-    return None
-
-
 def confinement_problem(allow_unconfined: bool) -> str | None:
     """GANCHO DO ISOLAMENTO (correção segura): recusa corrigir sem o kernel confinado.
 
     O isolamento em si vem do ``nbgrader_config.py`` do curso, que cada tarefa carrega (o kernel de
     toda entrega parte confinado pelo bubblewrap). Aqui se confere, antes de espalhar as tarefas,
-    que a máquina consegue confinar (:func:`transformer_course.sandbox.require_sandbox`); sem isso, a
-    correção só roda com ``--sem-isolamento`` (que os workers do ``LocalCluster`` herdam pelo
+    que a máquina consegue confinar (:func:`transformer_course.instructor.sandbox.require_sandbox`);
+    sem isso, a correção só roda com ``--sem-isolamento`` (que os workers do ``LocalCluster`` herdam pelo
     ambiente). Workers de um cluster externo (``--scheduler``) conferem com a configuração deles.
     """
-    from transformer_course.sandbox import SandboxUnavailable, require_sandbox
+    from transformer_course.instructor.sandbox import SandboxUnavailable, require_sandbox
 
     try:
         require_sandbox(allow_unconfined=allow_unconfined)
@@ -141,29 +85,19 @@ def confinement_problem(allow_unconfined: bool) -> str | None:
 # ====================================================================== as duas formas de corrigir
 
 
-def grade_sequential(chapter: str, pending: list[str], args, db_url: str) -> tuple[list[TaskResult], str]:
-    """Como o ``nbgrader autograde`` de linha de comando: um capítulo inteiro num processo."""
-    force = ["--force"] if args.force else []
-    extra = [f"--Execute.timeout={args.timeout}"] if args.timeout else []
-    started = time.perf_counter()
-    run = nbgrader("autograde", chapter, "--create", *force, *extra, db_url=db_url)
-    feedback = nbgrader("generate_feedback", chapter, *force, db_url=db_url)
-    seconds = (time.perf_counter() - started) / max(len(pending), 1)
-    from transformer_course.sandbox import withhold_leaky_feedback
+def grade_sequential(pairs: list[tuple[str, str]], args, db_url: str) -> tuple[list[TaskResult], str]:
+    """Sem Dask: a mesma tarefa (API Python do nbgrader), uma entrega depois da outra, neste processo."""
+    from tqdm import tqdm
 
-    withheld = withhold_leaky_feedback(ROOT, chapter, pending)
+    os.environ.update(nbgrader_env())
     results = []
-    for student in pending:
-        graded = AUTOGRADED / student / chapter / f"{chapter}.ipynb"
-        ok = graded.exists()
-        reason = "" if ok else _log_reason(run.stderr, student, chapter)
-        task = TaskResult(student, chapter, ok, reason, seconds=seconds, worker="sequencial")
-        task.withheld = withheld.get(student, "")
+    for student, chapter in tqdm(pairs, desc="corrigindo", unit="entrega"):
+        task = grade_submission(
+            str(ROOT), chapter, student, db_url, force=args.force, timeout=args.timeout, db_wait=args.db_wait
+        )
+        task.worker = "sequencial"
         results.append(task)
-    log = (
-        f"===== nbgrader autograde {chapter} (código {run.returncode})\n{run.stderr}\n"
-        f"===== nbgrader generate_feedback {chapter} (código {feedback.returncode})\n{feedback.stderr}"
-    )
+    log = "\n".join(f"===== {r.chapter} / {r.student}\n{r.log}" for r in results)
     return results, log
 
 
@@ -277,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    available = chapters(ROOT)
+    available = list(CHAPTERS)
     unknown = sorted(set(args.chapters) - set(available))
     if unknown:
         print(f"capítulos desconhecidos: {', '.join(unknown)}; disponíveis: {', '.join(available)}")
@@ -331,25 +265,17 @@ def main(argv: list[str] | None = None) -> int:
         try:
             prepare_gradebook(db_url, course_id, sorted({s for s, _ in pairs}))
             for chapter in sorted({c for _, c in pairs}):
-                problem = ensure_assignment(chapter, db_url)
+                problem = register_assignment(ROOT, chapter, db_url)
                 if problem:
                     print(problem)
                     return 1
         except Exception as exc:  # noqa: BLE001 - o banco caiu entre a conferência e o preparo
             print(f"Correção não iniciada: o banco de notas ({describe_db(db_url)}) falhou: {exc}")
             return 1
-        if args.sequencial:
-            for chapter in names:
-                pending = [s for s, c in pairs if c == chapter]
-                if pending:
-                    print(f"{chapter}: corrigindo {len(pending)} entrega(s) em sequência...", flush=True)
-                    res, log = grade_sequential(chapter, pending, args, db_url)
-                    results += res
-                    logs.append(log)
-        else:
-            res, log = grade_on_dask(pairs, args, db_url)
-            results += res
-            logs.append(log)
+        grade = grade_sequential if args.sequencial else grade_on_dask
+        res, log = grade(pairs, args, db_url)
+        results += res
+        logs.append(log)
     wall = time.perf_counter() - started
 
     from nbgrader.api import Gradebook
@@ -382,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
             for error in res.other_errors[:3]:
                 failures.append((student, chapter, f"erro em outra célula: {summary_line(error)}"))
     log_path.write_text("\n".join(logs))
-    export = nbgrader("export", f"--to={ROOT / 'grading' / 'notas.csv'}", db_url=db_url)
+    export = run_nbgrader("export", f"--to={ROOT / 'grading' / 'notas.csv'}", cwd=ROOT, db_url=db_url)
 
     # ---------------------------------------------------------------- relatório
     print()

@@ -38,8 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from transformer_course.grading import chapters, nbgrader_env  # noqa: E402
-from transformer_course.grading_cluster import (  # noqa: E402
+from transformer_course.course import CHAPTERS  # noqa: E402
+from transformer_course.instructor.cluster import (  # noqa: E402  # noqa: E402
     DatabaseUnavailable,
     course_api,
     course_db_url,
@@ -50,6 +50,7 @@ from transformer_course.grading_cluster import (  # noqa: E402
     register_assignment,
     wait_for_db,
 )
+from transformer_course.instructor.nbgrader_run import nbgrader_env  # noqa: E402
 
 
 def say(message: str) -> None:
@@ -95,7 +96,7 @@ class GradingService:
     # ------------------------------------------------------------ preparo
     def setup(self, names: list[str]) -> None:
         # Isolamento (correção segura): sem bubblewrap, só com --sem-isolamento.
-        from transformer_course.sandbox import require_sandbox
+        from transformer_course.instructor.sandbox import require_sandbox
 
         require_sandbox(allow_unconfined=self.args.sem_isolamento)
         wait_for_db(self.db_url, wait=30)
@@ -311,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    available = [c for c in chapters(ROOT) if (ROOT / "release" / c).is_dir()]
+    available = [c for c in CHAPTERS if (ROOT / "release" / c).is_dir()]
     unknown = sorted(set(args.chapters) - set(available))
     if unknown:
         print(f"capítulos desconhecidos: {', '.join(unknown)}; disponíveis: {', '.join(available)}")

@@ -38,13 +38,10 @@ SOLUTIONS_DIR = "_solucoes"  # onde as soluções ficam dentro da pasta de traba
 
 
 def discover_chapters() -> list[str]:
-    """Capítulos com versão do aluno ou solução: ``release/NN_*/NN_*.ipynb`` e ``solutions/NN_*/...``."""
-    found = set()
-    for part in ("release", "solutions"):
-        for folder in (ROOT / part).glob("[0-9][0-9]_*"):
-            if (folder / f"{folder.name}.ipynb").exists():
-                found.add(folder.name)
-    return sorted(found)
+    """Os capítulos do curso (``transformer_course.course.CHAPTERS``)."""
+    from transformer_course.course import CHAPTERS
+
+    return list(CHAPTERS)
 
 
 def _script(name: str):

@@ -8,12 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from transformer_course.course import CHAPTERS as COURSE_CHAPTERS
+
 # Entregas de propósito quebradas (JSON inválido...) para os testes de correção: não são testes.
 collect_ignore = ["fixtures"]
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+CHAPTERS = list(COURSE_CHAPTERS)
 
 # O nbgrader chama `alembic` pelo PATH; os kernels devem ser os deste ambiente.
 os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"

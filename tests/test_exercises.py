@@ -46,7 +46,11 @@ class _StripDocstrings(ast.NodeTransformer):
     def _strip(self, node):
         self.generic_visit(node)
         body = node.body
-        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(getattr(body[0], "value", None), ast.Constant)
+        ):
             if isinstance(body[0].value.value, str):
                 node.body = body[1:] or [ast.Pass()]
         return node

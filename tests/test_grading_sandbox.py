@@ -34,7 +34,7 @@ import nbformat
 import pytest
 from conftest import BIN, ROOT, copy_course, nbgrader
 
-from transformer_course import sandbox
+from transformer_course.instructor import sandbox
 
 CHAPTER = "02_atencao"
 PROBLEM = sandbox.sandbox_problem()
@@ -613,7 +613,7 @@ def test_refuses_unconfined_without_flag(tmp_path):
     import subprocess
 
     env = _env_without_bwrap(tmp_path)
-    code = "from transformer_course.sandbox import require_sandbox; require_sandbox()"
+    code = "from transformer_course.instructor.sandbox import require_sandbox; require_sandbox()"
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
     assert "SandboxUnavailable" in run.stderr and "recusada" in run.stderr, run.stderr
@@ -666,7 +666,7 @@ def test_withhold_leaky_feedback(tmp_path):
     shutil.copytree(ROOT / "source" / CHAPTER, course / "source" / CHAPTER)
     source = nbformat.read(course / "source" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
     secret = sandbox.instructor_lines(source)
-    hidden = next(line for line in secret if "fresh_check" in line or "check_" in line)
+    hidden = next(line for line in secret if "hidden_check" in line or "check_" in line)
     solution_line = next(line for line in secret if "math.sqrt" in line)
     submitted = course / "grading" / "submitted"
     # "copiou" escreveu a mesma linha da solução: é dela, não é vazamento.
@@ -697,7 +697,7 @@ def test_instructor_lines_cover_solutions_and_hidden_tests():
     source = nbformat.read(ROOT / "source" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
     lines = sandbox.instructor_lines(source)
     assert any("math.sqrt" in line for line in lines)  # solução
-    assert any(re.search(r"fresh_check|_hidden", line) for line in lines)  # testes ocultos
+    assert any(re.search(r"hidden_check|_hidden", line) for line in lines)  # testes ocultos
     assert any("Resposta modelo" in line for line in lines)  # resposta modelo (texto)
     release = (ROOT / "release" / CHAPTER / f"{CHAPTER}.ipynb").read_text()
     assert not sandbox.find_leaks(release, lines), "a versão do aluno não tem material do professor"

@@ -68,7 +68,7 @@ def test_make_grade_self_study(tmp_path):
     text = re.sub(r"<[^>]+>", "", html.read_text())
     assert "Nota:" in text and "Célula de teste" in text and "Score" not in text
     assert "SEM a divisão por √d_k" in text
-    assert "BEGIN HIDDEN TESTS" not in text and "fresh_check(" not in text
+    assert "BEGIN HIDDEN TESTS" not in text and "hidden_check(" not in text
 
     # Os arquivos do aluno não mudaram (a devolutiva é o único arquivo novo).
     after = _digests(course / "aluno")

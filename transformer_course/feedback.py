@@ -645,7 +645,9 @@ class Check:
         self.count += 1
         expect_unchanged(before, list(tensors.values()), list(tensors), self.name, self.tried)
 
-    def first_difference(self, stages: Sequence[tuple[str, Any, torch.Tensor]], mistakes: Iterable[Mistake] = ()):
+    def first_difference(
+        self, stages: Sequence[tuple[str, Any, torch.Tensor]], mistakes: Iterable[Mistake] = ()
+    ):
         """Compara etapas intermediárias em ordem e aponta a primeira que difere.
 
         ``stages`` é uma lista de (nome da etapa, valor do aluno, valor esperado), na ordem em que

@@ -1,89 +1,15 @@
-"""Peças do nbgrader específicas do curso.
+"""Leitura dos resultados de uma correção: notas do gradebook e motivos das saídas corrigidas.
 
-Três grupos, todos sem dependências pesadas no import (o kernel das correções importa este
-módulo nas células de testes ocultos, e o ``nbgrader_config.py`` o usa nas devolutivas):
-
-- :class:`ShortTracebacks`: preprocessador da devolutiva (só a mensagem final de cada erro);
-- :func:`fresh_check` e :func:`verify_grading_environment`: resistência a adulterações nas
-  células de testes ocultos (a função de verificação vem de uma importação nova, do disco, e as
-  peças de que as verificações dependem são conferidas antes);
-- leitura dos resultados (:func:`chapters`, :func:`read_results`, :func:`explain_error`...),
-  usada por ``scripts/grade.py`` (``make grade``) e ``scripts/grade_class.py`` (``make grade-class``).
+Usado por ``scripts/grade.py`` (``make grade``), ``scripts/grade_class.py`` (``make grade-class``) e
+pelo serviço de correção. Os rótulos de cada célula (exercício, visível/oculta) vêm do registro de
+exercícios (:mod:`transformer_course.exercises`), não do texto das células.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-
-# ====================================================================== devolutiva
-
-
-def _short_tracebacks_class():
-    from nbconvert.preprocessors import Preprocessor
-    from traitlets import Bool
-
-    class ShortTracebacks(Preprocessor):
-        """Na devolutiva, guarda só a mensagem final de cada erro (onde está o texto em pt-BR).
-
-        O traceback completo mostraria o código das verificações (e dos testes ocultos),
-        que não ajuda o aluno.
-        """
-
-        enabled = Bool(True, help="Os preprocessadores do nbconvert vêm desligados por padrão.").tag(
-            config=True
-        )
-
-        def preprocess_cell(self, cell, resources, index):
-            for output in cell.get("outputs", []):
-                if output.get("output_type") == "error":
-                    output["traceback"] = [f"{output['ename']}: {output['evalue']}"]
-            return cell, resources
-
-    ShortTracebacks.__module__ = __name__
-    return ShortTracebacks
-
-
-def __getattr__(name: str):
-    # O nbconvert só é importado quando o nbgrader pede o preprocessador: o kernel das
-    # correções importa este módulo nos testes ocultos e não deve pagar esse custo.
-    if name == "ShortTracebacks":
-        cls = _short_tracebacks_class()
-        globals()[name] = cls
-        return cls
-    raise AttributeError(name)
-
-
-def feedback_template_dir() -> str:
-    """A pasta com o modelo ``feedback`` em pt-BR (usada em ``nbgrader_config.py``)."""
-    return str(Path(__file__).resolve().parent / "templates")
-
-
-# ====================================================================== resultados
-
-
-def chapters(root: Path) -> list[str]:
-    """Capítulos que existem no curso: ``source/NN_nome/NN_nome.ipynb``."""
-    return sorted(
-        p.parent.name for p in Path(root).glob("source/[0-9][0-9]_*/*.ipynb") if p.stem == p.parent.name
-    )
-
-
-def nbgrader_env() -> dict:
-    """Ambiente para chamar o nbgrader: o ``bin/`` deste Python no PATH (por causa do ``alembic``)."""
-    env = dict(os.environ)
-    bindir = os.path.dirname(sys.executable)
-    env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
-    env.setdefault("PYTHONWARNINGS", "ignore")
-    return env
-
-
-def nbgrader_exe() -> str:
-    return os.path.join(os.path.dirname(sys.executable), "nbgrader")
 
 
 def check_notebook_file(path: Path) -> str | None:
@@ -99,10 +25,6 @@ def check_notebook_file(path: Path) -> str | None:
     except Exception as exc:  # noqa: BLE001 - qualquer falha de leitura vira motivo
         return f"{path.name} não pôde ser lido: {type(exc).__name__}: {exc}"
     return None
-
-
-_CHECK_CALL = re.compile(r"check_(\w+?)(_hidden)?\(\s*(\w+)")
-_FRESH_CALL = re.compile(r"fresh_check\(.*\)\(\s*(\w+)\s*\)")
 
 
 @dataclass
@@ -178,20 +100,24 @@ def cell_failure(cell) -> str:
     return ""
 
 
-def _label(cell) -> tuple[str, str]:
+def _label(cell, registry: dict) -> tuple[str, str]:
     meta = cell.metadata.get("nbgrader", {})
     if meta.get("solution") or cell.cell_type == "markdown":
         return meta.get("grade_id", "?"), "manual"
-    hidden = "BEGIN HIDDEN TESTS" in cell.source
-    match = _FRESH_CALL.search(cell.source) or _CHECK_CALL.search(cell.source)
-    label = match.group(match.lastindex) if match else meta.get("grade_id", "?")
-    return label, "oculto" if hidden else "visível"
+    entry = registry.get(meta.get("grade_id"))
+    if entry is None:
+        return meta.get("grade_id", "?"), "oculto" if "BEGIN HIDDEN TESTS" in cell.source else "visível"
+    exercise, graded = entry
+    return exercise.label, "oculto" if graded.hidden else "visível"
 
 
 def read_results(autograded: Path, gradebook, chapter: str, student: str) -> NotebookResult:
     """Notas (do gradebook) e motivos (das saídas do notebook corrigido) de uma entrega."""
     import nbformat
 
+    from ..exercises import by_grade_id
+
+    registry = by_grade_id(chapter)
     nb = nbformat.read(autograded, as_version=4)
     sub = gradebook.find_submission_notebook(chapter, chapter, student)
     grades = {g.name: g for g in sub.grades}
@@ -211,7 +137,7 @@ def read_results(autograded: Path, gradebook, chapter: str, student: str) -> Not
             continue
         grade_id = meta["grade_id"]
         grade = grades.get(grade_id)
-        label, kind = _label(cell)
+        label, kind = _label(cell, registry)
         score = None if grade is None else grade.score
         if kind == "manual" and grade is not None and grade.needs_manual_grade:
             score = None

@@ -8,7 +8,7 @@ isolamento do kernel, os tempos-limite e os modelos das devolutivas são os mesm
 ``nbgrader autograde`` de linha de comando. O nbgrader é importado e configurado uma vez por worker.
 
 Usado por ``scripts/grade_class.py`` (``make grade-class``) e pelo serviço de correção
-(:mod:`transformer_course.grading_service`).
+(``scripts/grading_service.py``).
 """
 
 from __future__ import annotations
@@ -92,10 +92,11 @@ def register_assignment(root: Path, chapter: str, db_url: str) -> str | None:
 
     Devolve o erro do nbgrader, ou None. Não toca em ``release/``.
     """
-    import subprocess
     import tempfile
 
     from nbgrader.api import Gradebook, MissingEntry
+
+    from .nbgrader_run import run_nbgrader
 
     with Gradebook(db_url) as gb:
         try:
@@ -105,18 +106,13 @@ def register_assignment(root: Path, chapter: str, db_url: str) -> str | None:
             pass
     _environment()
     with tempfile.TemporaryDirectory() as tmp:
-        run = subprocess.run(
-            [
-                os.path.join(os.path.dirname(sys.executable), "nbgrader"),
-                "generate_assignment",
-                chapter,
-                "--force",
-                f"--CourseDirectory.release_directory={tmp}",
-                f"--CourseDirectory.db_url={db_url}",
-            ],
+        run = run_nbgrader(
+            "generate_assignment",
+            chapter,
+            "--force",
+            f"--CourseDirectory.release_directory={tmp}",
             cwd=root,
-            capture_output=True,
-            text=True,
+            db_url=db_url,
             timeout=600,
         )
     if run.returncode == 0:
@@ -308,7 +304,7 @@ def grade_submission(
             log += "\n" + fb_text
             out.feedback = fb["success"]
             # Segunda camada do isolamento: uma devolutiva com soluções ou testes ocultos não sai.
-            from transformer_course.sandbox import withhold_leaky_feedback
+            from .sandbox import withhold_leaky_feedback
 
             out.withheld = withhold_leaky_feedback(root, chapter, [student]).get(student, "")
     out.retries = retries

@@ -8,18 +8,20 @@ nunca o importa, por isso ele pode depender do nbgrader e do nbconvert à vontad
 - :class:`StripTextSolutionMarkers` — no gabarito (``solutions/``), as respostas-modelo das
   perguntas abertas aparecem sem os marcadores ``### BEGIN SOLUTION``/``### END SOLUTION``,
   que o Markdown mostraria como títulos.
+- :class:`ShortTracebacks` — na devolutiva, só a mensagem final de cada erro (onde está o pt-BR).
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
 from nbgrader import utils
 from nbgrader.preprocessors import GetGrades
 from traitlets import Bool
 
-__all__ = ["GetGradesPending", "StripTextSolutionMarkers"]
+__all__ = ["GetGradesPending", "ShortTracebacks", "StripTextSolutionMarkers", "feedback_template_dir"]
 
 _MARKER = re.compile(r"^\s*#*\s*(BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$")
 
@@ -64,3 +66,24 @@ class StripTextSolutionMarkers(Preprocessor):
             lines = [line for line in cell.source.splitlines() if not _MARKER.match(line)]
             cell.source = "\n".join(lines).strip("\n")
         return cell, resources
+
+
+class ShortTracebacks(Preprocessor):
+    """Na devolutiva, guarda só a mensagem final de cada erro (onde está o texto em pt-BR).
+
+    O traceback completo mostraria o código das verificações (e dos testes ocultos),
+    que não ajuda o aluno.
+    """
+
+    enabled = Bool(True, help="Os preprocessadores do nbconvert vêm desligados por padrão.").tag(config=True)
+
+    def preprocess_cell(self, cell, resources, index):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                output["traceback"] = [f"{output['ename']}: {output['evalue']}"]
+        return cell, resources
+
+
+def feedback_template_dir() -> str:
+    """A pasta com o modelo ``feedback`` em pt-BR (usada em ``nbgrader_config.py``)."""
+    return str(Path(__file__).resolve().parent.parent / "templates")

@@ -1,0 +1,11 @@
+"""As ferramentas do professor: rodam no processo do nbgrader ou nos scripts, nunca no kernel do aluno.
+
+- ``nbgrader_run``: chamar o nbgrader de linha de comando (ambiente, executável, subprocesso);
+- ``preprocessors``: preprocessadores do nbgrader/nbconvert (devolutiva em pt-BR, gabarito limpo);
+- ``sandbox``: o kernel confinado (bubblewrap) de toda correção e a barreira da devolutiva;
+- ``cluster``: a tarefa de uma entrega no Dask, pela API Python do nbgrader, e o banco de notas;
+- ``results``: notas e motivos de uma correção, rotulados pelo registro de exercícios.
+
+O que roda dentro do kernel do aluno (verificações, ``feedback``, ``tamper``) fica fora deste pacote
+e não o importa (contrato do import-linter no ``pyproject.toml``).
+"""
