@@ -1,7 +1,8 @@
 """Gera source/, release/ e solutions/ a partir de notebooks/ (``make assignments``).
 
 1. jupytext converte ``notebooks/NN_nome.py`` em ``source/NN_nome/NN_nome.ipynb``,
-   com ids de célula estáveis (o grade_id, ou um hash do conteúdo) e sem saídas.
+   com ids de célula estáveis (o grade_id, ou um hash do conteúdo) e sem saídas; a prosa do
+   capítulo vai para ``transformer_course/corpus/NN_nome.md`` (o corpus do capítulo 7).
 2. ``nbgrader generate_assignment`` gera a versão do aluno em ``release/``.
 3. ``nbgrader generate_solution`` gera o gabarito em ``solutions/``.
 
@@ -63,7 +64,24 @@ def build_source(name: str) -> Path:
     out = ROOT / "source" / name / f"{name}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out)
+    write_corpus(name, nb)
     return out
+
+
+def write_corpus(name: str, nb: nbformat.NotebookNode) -> None:
+    """A prosa do capítulo para o corpus do capítulo 7: ``transformer_course/corpus/<nome>.md``.
+
+    Só as células de texto que o aluno lê (as perguntas abertas, com a resposta-modelo, ficam de
+    fora), na ordem do notebook. ``transformer_course.text.course_corpus`` lê estes arquivos.
+    """
+    prose = [
+        cell.source.strip()
+        for cell in nb.cells
+        if cell.cell_type == "markdown" and "nbgrader" not in cell.metadata and cell.source.strip()
+    ]
+    out = ROOT / "transformer_course" / "corpus" / f"{name}.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n\n".join(prose) + "\n", encoding="utf-8")
 
 
 def nbgrader(*args: str) -> None:

@@ -73,3 +73,12 @@ def test_answer_keys_show_model_answers_without_markers(chapter):
         assert text.strip(), f"{meta['grade_id']}: resposta-modelo vazia"
         assert "".join(rel["source"]).strip() == "SUA RESPOSTA AQUI", f"{meta['grade_id']}: esboço do aluno"
     assert open_questions >= 2, "cada capítulo tem ao menos duas perguntas abertas"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_packaged_corpus_is_in_sync(regenerated, chapter):
+    """A prosa do capítulo no pacote (o corpus do capítulo 7) é a que ``make assignments`` extrai."""
+    rel = f"transformer_course/corpus/{chapter}.md"
+    assert (ROOT / rel).read_text(encoding="utf-8") == (regenerated / rel).read_text(encoding="utf-8"), (
+        f"{rel} difere da regeneração; rode `make assignments` e versione o resultado"
+    )

@@ -1,7 +1,9 @@
 """Um corpus em português sem download: a prosa dos próprios capítulos do curso (capítulo 7).
 
-:func:`course_corpus` lê as células de texto (*markdown*) de ``notebooks/NN_*.py``, tira
-fórmulas, código e marcação e devolve prosa corrida. :class:`CharTokenizer` transforma
+:func:`course_corpus` lê a prosa dos capítulos, guardada no pacote (``corpus/NN_*.md``: as
+células de texto de cada notebook, extraídas com o jupytext por ``make assignments``), tira
+fórmulas, código e marcação e devolve prosa corrida. O corpus é o mesmo numa instalação editável
+ou não, e não depende da pasta ``notebooks/``. :class:`CharTokenizer` transforma
 caracteres em inteiros e volta; :func:`train_val_split`, :func:`get_batch` e
 :func:`unigram_baseline` preparam o treino do GPT de caracteres.
 
@@ -14,7 +16,6 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
 
 import torch
 
@@ -23,31 +24,14 @@ __all__ = [
     "clean_markdown",
     "course_corpus",
     "get_batch",
-    "markdown_cells",
     "train_val_split",
     "unigram_baseline",
 ]
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 # Letras do português (com acentos), dígitos, espaço, quebra de linha e pontuação comum.
 ALLOWED = set(
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZáàâãéêíóôõúüçÁÀÂÃÉÊÍÓÔÕÚÇ0123456789 \n.,;:!?()-\"'%"
 )
-
-
-def markdown_cells(path: Path) -> list[str]:
-    """As células de texto de um arquivo jupytext ``py:percent`` (sem as respostas corrigidas à mão)."""
-    cells, current, keep = [], None, False
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("# %%"):
-            if current is not None and keep:
-                cells.append("\n".join(current))
-            current, keep = [], "[markdown]" in line and "nbgrader" not in line
-        elif current is not None and keep:
-            current.append(line[2:] if line.startswith("# ") else line.lstrip("#"))
-    if current is not None and keep:
-        cells.append("\n".join(current))
-    return cells
 
 
 def clean_markdown(text: str) -> str:
@@ -67,25 +51,22 @@ def clean_markdown(text: str) -> str:
     return "\n".join(p for p in paragraphs if len(p) > 40)
 
 
-def _package_docstrings() -> str:
-    """Plano B, se ``notebooks/`` não estiver ao lado do pacote: as docstrings do pacote."""
-    import ast
+def course_corpus() -> str:
+    """A prosa de todos os capítulos (em ordem), limpa e concatenada.
 
-    texts = []
-    for path in sorted(Path(__file__).resolve().parent.rglob("*.py")):
-        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
-        if doc:
-            texts.append(doc)
-    return "\n\n".join(texts)
+    Raises:
+        FileNotFoundError: se o pacote foi instalado sem o corpus (``corpus/*.md``).
+    """
+    from importlib.resources import files
 
-
-def course_corpus(notebooks: Path | str | None = None) -> str:
-    """A prosa de todos os capítulos em ``notebooks/`` (em ordem), limpa e concatenada."""
-    folder = Path(notebooks) if notebooks is not None else NOTEBOOKS
-    files = sorted(folder.glob("[0-9][0-9]_*.py")) if folder.is_dir() else []
-    raw = "\n\n".join(cell for path in files for cell in markdown_cells(path))
-    if len(raw) < 2000:
-        raw += "\n\n" + _package_docstrings()
+    folder = files(__package__) / "corpus"
+    paths = sorted((p for p in folder.iterdir() if p.name.endswith(".md")), key=lambda p: p.name)
+    if not paths:
+        raise FileNotFoundError(
+            "o corpus do capítulo 7 (transformer_course/corpus/*.md) não está no pacote; "
+            "rode `make assignments` ou reinstale o curso"
+        )
+    raw = "\n\n".join(p.read_text(encoding="utf-8") for p in paths)
     return clean_markdown(raw) + "\n"
 
 
