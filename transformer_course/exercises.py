@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Exercise", "GradedCell", "all_exercises", "by_grade_id", "chapters"]
+__all__ = ["Exercise", "GradedCell", "all_exercises", "by_grade_id"]
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,8 @@ class Exercise:
 
 
 def _check_modules():
-    from . import checks
-
+    # O registro é montado pelos módulos de verificação (que importam este): importação pelo nome.
+    checks = importlib.import_module(f"{__package__}.checks")
     for info in sorted(pkgutil.iter_modules(checks.__path__), key=lambda m: m.name):
         if info.name.startswith("ch"):
             yield importlib.import_module(f"{checks.__name__}.{info.name}")
@@ -93,11 +93,6 @@ def _check_modules():
 def all_exercises() -> list[Exercise]:
     """Todos os exercícios, na ordem do curso (capítulo e ordem de declaração)."""
     return [ex for module in _check_modules() for ex in module.EXERCISES]
-
-
-def chapters() -> list[str]:
-    """Os capítulos com exercícios corrigidos (``"01_embeddings_posicao"``...)."""
-    return sorted({ex.chapter for ex in all_exercises()})
 
 
 def by_grade_id(chapter: str) -> dict[str, tuple[Exercise, GradedCell]]:
