@@ -19,7 +19,7 @@ help:
 	@echo "make test         todos os testes (o mesmo comando que a CI roda)"
 	@echo "make assignments  regenera source/, release/ e solutions/ a partir de notebooks/ [CHAPTER=02_atencao]"
 	@echo "make bench        tempos: execução de cada capítulo, correção, widgets"
-	@echo "make lint         ruff check + ruff format --check"
+	@echo "make lint         ruff check + ruff format --check + import-linter (as camadas do pacote)"
 	@echo "make book         o livro: site estático dos capítulos em build/book/ [EDITION=professor]"
 	@echo "make grade        corrige sua pasta $(WORKSPACE)/ com os testes ocultos (cópia temporária) [CHAPTER=02_atencao]"
 	@echo "make grade-class  corrige todas as entregas de grading/submitted/ no Dask (instrutor) [CHAPTER=02_atencao SCHEDULER=tcp://HOST:8786 DB=postgresql://...]"
@@ -51,15 +51,16 @@ assignments: $(STAMP)
 # Nos testes, cada kernel usa um thread só: com 2 workers em 2 núcleos, threads a mais só disputam a CPU.
 test: export OMP_NUM_THREADS := 1
 test-fast: export OMP_NUM_THREADS := 1
-test: $(STAMP)
+test: $(STAMP) lint
 	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow" tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check transformer_course tests scripts notebooks
-	$(BIN)/ruff format --check transformer_course tests scripts
+	$(BIN)/ruff check transformer_course tests scripts notebooks hub
+	$(BIN)/ruff format --check transformer_course tests scripts hub
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py
