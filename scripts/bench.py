@@ -10,7 +10,9 @@
    passeio pelos controles do widget de verdade (cache + pré-cálculo dos vizinhos). Cada
    ``widgets/chNN.py`` declara ``BENCH = [(fábrica, [kwargs, ...])]`` e ``BENCH_WIDGET``; a latência
    no navegador vem de ``artifacts/bench/browser_latency.json`` (gravado por tests/test_browser.py);
-5. o forward do ``MultiHeadAttention`` de referência ÷ ``nn.MultiheadAttention``, lado a lado.
+5. o forward do ``MultiHeadAttention`` de referência ÷ ``nn.MultiheadAttention``, lado a lado;
+6. o custo de cada verificação visível, exercício por exercício, com a referência como resposta
+   (a lista vem do registro de exercícios, ``transformer_course.exercises``).
 
 Metas: capítulo ≤ 45 s, curso ≤ 3 min, correção ≤ 2× o piso por notebook, exploração com mediana
 ≤ 50 ms e p95 ≤ 100 ms. Numa máquina ocupada os tempos absolutos oscilam: compare as razões.
@@ -297,6 +299,25 @@ def mha_ratio() -> None:
         )
 
 
+def exercise_checks() -> None:
+    """Mediana de 3 rodadas da verificação visível de cada exercício do registro (a referência responde)."""
+    import contextlib
+    import io
+
+    from transformer_course.exercises import all_exercises
+
+    for ex in all_exercises():
+        if ex.reference is None:
+            continue
+        samples = []
+        for _ in range(3):
+            started = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()):
+                ex.visible(ex.reference)
+            samples.append(time.perf_counter() - started)
+        print(f"  {ex.chapter:24s} {ex.name:32s} {1000 * statistics.median(samples):7.0f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-notebooks", action="store_true")
@@ -334,6 +355,8 @@ def main() -> None:
         browser_latency()
     print("atenção com múltiplas cabeças, forward:")
     mha_ratio()
+    print("verificações visíveis por exercício (registro; a referência como resposta, mediana de 3):")
+    exercise_checks()
 
 
 if __name__ == "__main__":
