@@ -40,8 +40,8 @@ import torch
 from transformer_course import plots
 from transformer_course.attention import attention_entropy as attention_entropy_ref
 from transformer_course.attention import scaled_dot_product_attention as attention_ref
-from transformer_course.attention import scaling_statistics, softmax_jacobian_norm
 from transformer_course.checks import check_attention_entropy, check_scaled_dot_product_attention
+from transformer_course.experiments.ch02 import scaling_statistics, softmax_jacobian_norm
 from transformer_course.runtime import get_device, seeded_generator
 
 torch.manual_seed(0)
@@ -172,11 +172,9 @@ check_scaled_dot_product_attention(scaled_dot_product_attention)
 # %% nbgrader={"grade": true, "grade_id": "test_sdpa_hidden", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (float64, 2-D, gradientes, entradas não contíguas...).
 ### BEGIN HIDDEN TESTS
-# Resistência a adulterações: a verificação vem de uma importação nova (do disco), depois de
-# conferir que o notebook não trocou as verificações nem as funções do PyTorch que elas usam.
-from transformer_course.grading import fresh_check
+from transformer_course.tamper import hidden_check
 
-fresh_check("ch02", "check_scaled_dot_product_attention_hidden", globals())(scaled_dot_product_attention)
+hidden_check("02_atencao", "test_sdpa_hidden", globals())(scaled_dot_product_attention)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -300,6 +298,7 @@ for nome, scores in (("sem escala", s), ("com escala", s / math.sqrt(512))):
 def attention_entropy(weights):
     """Entropia (nats) de cada linha de pesos, com 0·log 0 = 0."""
     ### BEGIN SOLUTION
+    # xlogy(p, p) = p·log p, e vale 0 quando p = 0: as posições mascaradas não viram NaN.
     return -torch.special.xlogy(weights, weights).sum(dim=-1)
     ### END SOLUTION
 
@@ -310,11 +309,9 @@ check_attention_entropy(attention_entropy)
 # %% nbgrader={"grade": true, "grade_id": "test_entropy_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (4-D, float64, pesos nulos, vetor 1-D).
 ### BEGIN HIDDEN TESTS
-# Resistência a adulterações: a verificação vem de uma importação nova (do disco), depois de
-# conferir que o notebook não trocou as verificações nem as funções do PyTorch que elas usam.
-from transformer_course.grading import fresh_check
+from transformer_course.tamper import hidden_check
 
-fresh_check("ch02", "check_attention_entropy_hidden", globals())(attention_entropy)
+hidden_check("02_atencao", "test_entropy_hidden", globals())(attention_entropy)
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -11,6 +11,7 @@ from torch.nn import functional as F
 
 from transformer_course import attention as ref
 from transformer_course.checks import ch02
+from transformer_course.experiments.ch02 import scaling_statistics
 
 CHECKS = [ch02.check_scaled_dot_product_attention, ch02.check_scaled_dot_product_attention_hidden]
 ENTROPY_CHECKS = [ch02.check_attention_entropy, ch02.check_attention_entropy_hidden]
@@ -75,6 +76,8 @@ def make_sdpa(
     return_scores=False,
     use_bmm=False,
     use_builtin=False,
+    late_scale=False,
+    values_from_keys=False,
 ):
     def fn(Q, K, V, mask=None):
         if use_builtin:
@@ -97,9 +100,11 @@ def make_sdpa(
         w = s.softmax(dim)
         if mask is not None and mask_mode == "after":
             w = w * mask
+        if late_scale:
+            w = w / math.sqrt(Q.size(-1))
         if inplace:
             Q.mul_(2.0)
-        return w @ V, (raw if return_scores else w)
+        return w @ (K if values_from_keys else V), (raw if return_scores else w)
 
     return fn
 
@@ -134,6 +139,32 @@ def test_known_mistakes_fail_hidden_too(label, fn, check, diagnosis):
     with pytest.raises(AssertionError):
         for c in CHECKS:
             c(fn)
+
+
+def sdpa_by_k_size_1(Q, K, V, mask=None):
+    """`math.sqrt(K.size(1))`: em 3-D, o eixo 1 de K é o das chaves (T_k), não d_k."""
+    return make_sdpa(scale=lambda Q_, V_: 1 / math.sqrt(K.size(1)))(Q, K, V, mask)
+
+
+NEW_MISTAKES = [
+    ("by_sqrt_tk", sdpa_by_k_size_1, r"√T_k \(o número de chaves\)"),
+    ("scale_after_softmax", make_sdpa(scale=lambda Q, V: 1.0, late_scale=True), "√d_k DEPOIS do softmax"),
+    ("output_from_keys", make_sdpa(values_from_keys=True), "K no lugar de V"),
+]
+
+
+@pytest.mark.parametrize(("label", "fn", "diagnosis"), NEW_MISTAKES, ids=[m[0] for m in NEW_MISTAKES])
+def test_new_mistakes_are_named(label, fn, diagnosis):
+    with pytest.raises(AssertionError, match=diagnosis):
+        CHECKS[0](fn)
+
+
+def test_first_difference_says_where_the_error_entered():
+    """Pesos certos e saída errada: a mensagem aponta a saída; pesos errados: aponta os pesos."""
+    with pytest.raises(AssertionError, match="primeira diferença aparece em `output`"):
+        CHECKS[0](make_sdpa(values_from_keys=True))
+    with pytest.raises(AssertionError, match="primeira diferença aparece em `weights`"):
+        CHECKS[0](make_sdpa(scale=lambda Q, V: 1.0))
 
 
 def test_float32_only_fails_hidden():
@@ -195,10 +226,16 @@ def entropy_special(w):
     return torch.special.entr(w).sum(-1)
 
 
-@pytest.mark.parametrize("fn", [entropy_where, entropy_clamp, entropy_special, ref.attention_entropy])
+@pytest.mark.parametrize("fn", [entropy_where, entropy_clamp, entropy_special])
 @pytest.mark.parametrize("check", ENTROPY_CHECKS)
 def test_entropy_variants_pass(fn, check):
     check(fn)
+
+
+def test_entropy_reference_passes_visible_and_is_refused_hidden():
+    ENTROPY_CHECKS[0](ref.attention_entropy)
+    with pytest.raises(AssertionError, match="implementação de referência"):
+        ENTROPY_CHECKS[1](ref.attention_entropy)
 
 
 ENTROPY_MISTAKES = [
@@ -211,6 +248,7 @@ ENTROPY_MISTAKES = [
     ("all", lambda w: -(torch.special.xlogy(w, w)).sum(), "todos os elementos"),
     ("in_place", lambda w: entropy_where(w.clamp_(min=1e-12)), "foi modificada"),
     ("indexed_assignment", lambda w: entropy_where(w.__setitem__(w == 0, 1e-12) or w), "atribuição indexada"),
+    ("normalized", lambda w: entropy_where(w) / math.log(w.size(-1)), "normalizada"),
 ]
 
 
@@ -239,7 +277,7 @@ def test_reference_matches_pytorch(dtype, lead):
 
 def test_scaling_statistics_show_the_effect():
     d_ks = [4, 64, 1024]
-    stats = ref.scaling_statistics(d_ks, n_keys=16, n_queries=256, seed=0)
+    stats = scaling_statistics(d_ks, n_keys=16, n_queries=256, seed=0)
     for i, d_k in enumerate(d_ks):  # sem escala, o desvio é ≈ √d_k; com escala, ≈ 1
         assert stats["std_raw"][i] == pytest.approx(math.sqrt(d_k), rel=0.15)
         assert stats["std_scaled"][i] == pytest.approx(1.0, rel=0.15)

@@ -6,7 +6,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from transformer_course import plots
-from transformer_course.attention import scaling_statistics
+from transformer_course.experiments.ch02 import scaling_statistics
 from transformer_course.widgets import DK_OPTIONS, DkExplorer
 
 

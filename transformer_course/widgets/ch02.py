@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ..attention import attention_entropy, scaling_statistics
+from ..attention import attention_entropy
+from ..experiments.ch02 import dk_weight_maps, scaling_statistics
 from ..plots import PALETTE, SEQUENTIAL
 from ._view import PngRenderer, interactive_png
 
@@ -28,13 +28,7 @@ class DkExplorer:
     def __init__(self, seq_len: int = 8, seed: int = 0, d_ks: list[int] = DK_OPTIONS):
         self.d_ks = list(d_ks)
         self.stats = scaling_statistics(self.d_ks, n_keys=seq_len, n_queries=256, seed=seed)
-        gen = torch.Generator().manual_seed(seed + 1)
-        self.weights = {}
-        for d_k in self.d_ks:
-            q = torch.randn(seq_len, d_k, generator=gen)
-            k = torch.randn(seq_len, d_k, generator=gen)
-            raw = q @ k.T  # (T, Dk) @ (Dk, T) -> (T, T)
-            self.weights[d_k] = (raw.softmax(-1), (raw / math.sqrt(d_k)).softmax(-1))
+        self.weights = dk_weight_maps(self.d_ks, seq_len=seq_len, seed=seed + 1)
 
         self.fig = Figure(figsize=(13, 3.8), layout="constrained")
         ax_curve, ax_raw, ax_scaled = self.fig.subplots(1, 3)
