@@ -49,25 +49,17 @@ from transformer_course import plots
 from transformer_course.attention import scaled_dot_product_attention as attention_ref
 from transformer_course.checks import (
     check_causal_mask,
-    check_causal_mask_hidden,
     check_decoder_self_mask,
-    check_decoder_self_mask_hidden,
     check_masked_softmax,
-    check_masked_softmax_hidden,
     check_padding_mask,
-    check_padding_mask_hidden,
-)
-from transformer_course.runtime import get_device, seeded_generator
-from transformer_course.masks import (
-    assert_causal,
-    dependency_matrix,
-    future_leak,
 )
 from transformer_course.interop import to_additive_mask, to_key_padding_mask, to_mha_attn_mask
+from transformer_course.masks import assert_causal, dependency_matrix, future_leak
 from transformer_course.masks import causal_mask as causal_mask_ref
 from transformer_course.masks import decoder_self_mask as decoder_self_mask_ref
 from transformer_course.masks import masked_softmax as masked_softmax_ref
 from transformer_course.masks import padding_mask as padding_mask_ref
+from transformer_course.runtime import get_device, seeded_generator
 
 torch.manual_seed(0)
 torch.set_num_threads(1)  # os tensores deste capítulo são minúsculos: uma thread basta e é mais rápida
@@ -188,7 +180,7 @@ scores.masked_fill(~mascara_5d, float("-inf")).shape
 # - `seq_len <= 0` deve levantar `ValueError` com uma mensagem em português.
 
 # %% nbgrader={"grade": false, "grade_id": "causal_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def causal_mask(seq_len, device=None):
+def causal_mask(seq_len: int, device: torch.device | str | None = None) -> torch.Tensor:
     """Máscara causal (T, T), booleana: True na diagonal e abaixo dela."""
     ### BEGIN SOLUTION
     if seq_len <= 0:
@@ -201,9 +193,11 @@ def causal_mask(seq_len, device=None):
 check_causal_mask(causal_mask)
 
 # %% nbgrader={"grade": true, "grade_id": "test_causal_mask_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-# Testes ocultos: rodam na correção (outros T, o dispositivo pedido numa GPU, ValueError).
+# Testes ocultos: rodam na correção (outros T, o dispositivo pedido, ValueError).
 ### BEGIN HIDDEN TESTS
-check_causal_mask_hidden(causal_mask)
+from transformer_course.tamper import hidden_check
+
+hidden_check("05_mascaras", "test_causal_mask_hidden", globals())(causal_mask)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -219,11 +213,11 @@ check_causal_mask_hidden(causal_mask)
 # - não modifique `token_ids`.
 
 # %% nbgrader={"grade": false, "grade_id": "padding_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def padding_mask(token_ids, pad_id=0):
+def padding_mask(token_ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     """Máscara de padding (B, 1, 1, T), booleana: True nos tokens reais."""
     ### BEGIN SOLUTION
     if token_ids.dim() != 2:
-        raise ValueError(f"token_ids deve ter forma (B, T); recebido {tuple(token_ids.shape)}.")
+        raise ValueError(f"token_ids deve ter forma (B, T); recebido com forma {tuple(token_ids.shape)}.")
     return (token_ids != pad_id)[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
     ### END SOLUTION
 
@@ -234,7 +228,9 @@ check_padding_mask(padding_mask)
 # %% nbgrader={"grade": true, "grade_id": "test_padding_mask_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (outro pad_id, padding à esquerda, ValueError, entrada intacta).
 ### BEGIN HIDDEN TESTS
-check_padding_mask_hidden(padding_mask)
+from transformer_course.tamper import hidden_check
+
+hidden_check("05_mascaras", "test_padding_mask_hidden", globals())(padding_mask)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -254,12 +250,12 @@ check_padding_mask_hidden(padding_mask)
 # - use o argumento `pad_id` e não modifique `token_ids`, como no exercício 2.
 
 # %% nbgrader={"grade": false, "grade_id": "decoder_self_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def decoder_self_mask(token_ids, pad_id=0):
+def decoder_self_mask(token_ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     """Máscara do decodificador (B, 1, T, T): causal E padding das chaves."""
     ### BEGIN SOLUTION
     pad = padding_mask(token_ids, pad_id)  # (B, 1, 1, T); levanta ValueError se não for 2-D
-    causal = causal_mask(token_ids.size(1), token_ids.device)  # (T, T)
-    return pad & causal  # -> (B, 1, T, T)
+    causal = causal_mask(token_ids.size(1), token_ids.device)  # (T, T), no dispositivo dos ids
+    return pad & causal  # (B, 1, 1, T) & (T, T) -> (B, 1, T, T)
     ### END SOLUTION
 
 
@@ -267,9 +263,12 @@ def decoder_self_mask(token_ids, pad_id=0):
 check_decoder_self_mask(decoder_self_mask)
 
 # %% nbgrader={"grade": true, "grade_id": "test_decoder_self_mask_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-# Testes ocultos: rodam na correção (lote maior, padding à esquerda, T = 1, ValueError).
+# Testes ocultos: rodam na correção (lote maior, padding à esquerda, T = 1, o dispositivo dos ids,
+# ValueError).
 ### BEGIN HIDDEN TESTS
-check_decoder_self_mask_hidden(decoder_self_mask)
+from transformer_course.tamper import hidden_check
+
+hidden_check("05_mascaras", "test_decoder_self_mask_hidden", globals())(decoder_self_mask)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -528,18 +527,24 @@ print("softmax(linha + min), máscara aditiva:", (linha16 + minimo).softmax(-1).
 #   entradas e deixa o gradiente passar (sem NaN);
 # - aguenta scores grandes (da ordem de centenas): se escrever o softmax à mão, subtraia o máximo
 #   da linha antes de `exp`;
-# - não use `F.scaled_dot_product_attention` (a correção verifica).
+# - não use `F.scaled_dot_product_attention` (a correção verifica);
+# - opcional: recusar uma `mask` que não seja booleana com `ValueError` (com 0/1 em float, `~mask`
+#   falha; em inteiros, `~1 = -2`). A resposta-modelo faz isso; a correção não cobra.
 #
 # Dica: `mask.any(dim=-1, keepdim=True)` diz quais linhas têm ao menos uma posição permitida.
 
 # %% nbgrader={"grade": false, "grade_id": "masked_softmax", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def masked_softmax(scores, mask=None):
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Softmax no último eixo; bloqueadas = 0; linhas todas bloqueadas = 0 (nunca NaN)."""
     ### BEGIN SOLUTION
     if mask is None:
         return scores.softmax(dim=-1)
-    vazia = ~mask.any(dim=-1, keepdim=True)  # (..., Tq, 1): linha sem nenhuma chave permitida
-    scores = scores.masked_fill(~mask, float("-inf")).masked_fill(vazia, 0.0)
+    if mask.dtype != torch.bool:
+        raise ValueError(
+            f"a máscara deve ser booleana (True = pode atender); recebida com dtype {mask.dtype}."
+        )
+    empty_row = ~mask.any(dim=-1, keepdim=True)  # (..., Tq, 1): True se a linha toda é bloqueada
+    scores = scores.masked_fill(~mask, float("-inf")).masked_fill(empty_row, 0.0)
     return scores.softmax(dim=-1).masked_fill(~mask, 0.0)
     ### END SOLUTION
 
@@ -549,9 +554,11 @@ check_masked_softmax(masked_softmax)
 
 # %% nbgrader={"grade": true, "grade_id": "test_masked_softmax_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (float64, padding à esquerda, scores grandes, zeros exatos,
-# gradientes, atalhos proibidos).
+# gradientes, o dispositivo de `scores`, atalhos proibidos).
 ### BEGIN HIDDEN TESTS
-check_masked_softmax_hidden(masked_softmax)
+from transformer_course.tamper import hidden_check
+
+hidden_check("05_mascaras", "test_masked_softmax_hidden", globals())(masked_softmax)
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -169,7 +169,7 @@ def decoder_arange(ids, pad_id=0):
 def decoder_logical(ids, pad_id=0):
     _check_ids(ids)
     T = ids.size(1)
-    return torch.logical_and(causal_loops(T), padding_where(ids, pad_id))
+    return torch.logical_and(causal_loops(T, ids.device), padding_where(ids, pad_id))
 
 
 @pytest.mark.parametrize("fn", [decoder_and, decoder_arange, decoder_logical])
@@ -492,3 +492,72 @@ def test_in_place_on_softmax_output_hinted_hidden():
     expected = r"(?s)modified by an inplace.*alterou no\s+lugar a saída do softmax"
     with pytest.raises(CheckFailure, match=expected):
         ch05.check_masked_softmax_hidden(nan_zeroed_in_place)
+
+
+# ---------------------------------------------------------------- dispositivo sem GPU (meta) e keepdim
+
+
+def test_causal_ignoring_device_hidden_without_gpu():
+    """Sem GPU, o dispositivo `meta` (só formas) mostra que `device` foi ignorado."""
+
+    def ignores_device(T, device=None):
+        _check_len(T)
+        return torch.ones(T, T, dtype=torch.bool).tril()
+
+    ch05.check_causal_mask(ignores_device)
+    with pytest.raises(AssertionError, match=r"(?s)meta.*o argumento `device` foi ignorado"):
+        ch05.check_causal_mask_hidden(ignores_device)
+
+
+def test_decoder_causal_on_another_device_hidden():
+    def causal_on_cpu(ids, pad_id=0):
+        return padding_ne(ids, pad_id) & causal_tril(ids.size(1))  # sem ids.device
+
+    ch05.check_decoder_self_mask(causal_on_cpu)
+    with pytest.raises(AssertionError, match=r"passe `token_ids.device` à sua `causal_mask`"):
+        ch05.check_decoder_self_mask_hidden(causal_on_cpu)
+
+
+def test_decoder_reading_values_is_not_judged_on_meta():
+    """Uma resposta certa que lê os ids um a um (`int(...)`) não roda no meta: sem veredito, passa."""
+
+    def decoder_loops(ids, pad_id=0):
+        _check_ids(ids)
+        B, T = ids.shape
+        mask = torch.zeros(B, 1, T, T, dtype=torch.bool, device=ids.device)
+        for b in range(B):
+            for i in range(T):
+                for j in range(i + 1):
+                    mask[b, 0, i, j] = int(ids[b, j]) != pad_id
+        return mask
+
+    ch05.check_decoder_self_mask(decoder_loops)
+    ch05.check_decoder_self_mask_hidden(decoder_loops)
+
+
+def test_softmax_helper_tensor_on_another_device_hidden():
+    def zeros_on_cpu(scores, mask=None):
+        if mask is None:
+            return scores.softmax(-1)
+        weights = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+        return torch.where(mask.any(-1, keepdim=True), weights, torch.zeros(scores.shape, dtype=scores.dtype))
+
+    ch05.check_masked_softmax(zeros_on_cpu)
+    with pytest.raises(AssertionError, match=r"(?s)meta.*fora do dispositivo de `scores`"):
+        ch05.check_masked_softmax_hidden(zeros_on_cpu)
+
+
+def test_softmax_without_keepdim_hinted():
+    def no_keepdim(scores, mask=None):
+        if mask is None:
+            return scores.softmax(-1)
+        empty = ~mask.any(dim=-1)  # sem keepdim=True
+        return (
+            scores.masked_fill(~mask, float("-inf"))
+            .masked_fill(empty, 0.0)
+            .softmax(-1)
+            .masked_fill(~mask, 0.0)
+        )
+
+    with pytest.raises(AssertionError, match="keepdim=True"):
+        ch05.check_masked_softmax(no_keepdim)

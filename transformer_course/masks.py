@@ -8,9 +8,11 @@ eixo dentro da atenção e acaba com 5 eixos:
     padding: (B, 1, 1, T)   difunde sobre cabeças e consultas; só as CHAVES são bloqueadas
     decoder: (B, 1, T, T)   causal E padding
 
-Conversores para as outras convenções do PyTorch (``nn.MultiheadAttention`` usa
-True = bloqueado) e um teste de propriedade da causalidade, reutilizável com
-qualquer função ``(B, T, ...) -> (B, T, ...)``.
+As quatro funções de cima são as respostas dos exercícios (as mesmas do notebook). Embaixo,
+a causalidade como propriedade testável (``assert_causal`` e as sondas em que ele se apoia),
+reutilizável com qualquer função ``(B, T, ...) -> (B, T, ...)``; os capítulos seguintes a usam.
+A tradução para as convenções do PyTorch (True = bloqueado, máscaras aditivas) mora em
+``transformer_course.interop``.
 """
 
 from __future__ import annotations
@@ -45,11 +47,6 @@ def causal_mask(seq_len: int, device: torch.device | str | None = None) -> torch
     return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()
 
 
-def _check_token_ids(token_ids: torch.Tensor) -> None:
-    if token_ids.dim() != 2:
-        raise ValueError(f"token_ids deve ter forma (B, T); recebido com forma {tuple(token_ids.shape)}.")
-
-
 def padding_mask(token_ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     """Máscara de padding (B, 1, 1, T): True nos tokens reais.
 
@@ -59,7 +56,8 @@ def padding_mask(token_ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     Formas:
         token_ids: (B, T) -> (B, 1, 1, T)
     """
-    _check_token_ids(token_ids)
+    if token_ids.dim() != 2:
+        raise ValueError(f"token_ids deve ter forma (B, T); recebido com forma {tuple(token_ids.shape)}.")
     return (token_ids != pad_id)[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
 
 
@@ -69,10 +67,9 @@ def decoder_self_mask(token_ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     Formas:
         token_ids: (B, T) -> (B, 1, T, T)
     """
-    _check_token_ids(token_ids)
-    seq_len = token_ids.size(-1)
-    # (B, 1, 1, T) & (T, T) -> (B, 1, T, T)
-    return padding_mask(token_ids, pad_id) & causal_mask(seq_len, token_ids.device)
+    pad = padding_mask(token_ids, pad_id)  # (B, 1, 1, T); levanta ValueError se não for 2-D
+    causal = causal_mask(token_ids.size(1), token_ids.device)  # (T, T), no dispositivo dos ids
+    return pad & causal  # (B, 1, 1, T) & (T, T) -> (B, 1, T, T)
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -1,84 +1,59 @@
 """Verificações do capítulo 5: ``causal_mask``, ``padding_mask``, ``decoder_self_mask`` e ``masked_softmax``.
 
-Oráculos independentes do código do aluno: as máscaras escritas elemento a
-elemento com laços (``j <= i``, ``token != pad_id``) e o softmax mascarado
-calculado linha a linha com ``torch.softmax`` só sobre as posições permitidas
-(linha sem nenhuma posição permitida = zeros).
-
-As máscaras são comparadas como booleanas; os erros conhecidos (triângulo
-superior, diagonal excluída, OU no lugar de E, forma errada...) são calculados
-nas mesmas entradas para que a mensagem diga qual é.
+Oráculos independentes do código do aluno: as máscaras escritas elemento a elemento com laços
+(``j <= i``, ``token != pad_id``) e o softmax mascarado calculado linha a linha só sobre as posições
+permitidas (linha sem nenhuma permitida = zeros). As máscaras são comparadas como booleanas; os erros
+conhecidos (triângulo superior, diagonal excluída, OU no lugar de E, forma errada...) são calculados
+nas mesmas entradas para que a mensagem diga qual é. O dispositivo pedido é conferido também sem
+GPU, no dispositivo ``meta`` (só formas, sem dados).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import torch
 from torch.nn import functional as F
 
 from .. import masks as reference
-from ..runtime import seeded_generator
-from ..feedback import (
-    CheckFailure,
-    Mistake,
-    call,
-    describe,
-    expect,
-    expect_close,
-    expect_raises,
-    expect_unchanged,
-    forbid_torch_functions,
-    passed,
-    snapshot,
-    tolerances,
-)
+from ..exercises import Exercise, GradedCell
+from ..feedback import Check, Mistake
+from ..runtime import dtype_name, seeded_generator
 
-__all__ = [
-    "check_causal_mask",
-    "check_causal_mask_hidden",
-    "check_decoder_self_mask",
-    "check_decoder_self_mask_hidden",
-    "check_masked_softmax",
-    "check_masked_softmax_hidden",
-    "check_padding_mask",
-    "check_padding_mask_hidden",
-]
+__all__ = ["check_causal_mask", "check_decoder_self_mask", "check_masked_softmax", "check_padding_mask"]
 
-CAUSAL = "causal_mask"
-PADDING = "padding_mask"
-DECODER = "decoder_self_mask"
-SOFTMAX = "masked_softmax"
+CHAPTER = "05_mascaras"
+
+
+def _exercise(name: str, reference_fn, points: float) -> Exercise:
+    cells = (GradedCell(f"test_{name}", points), GradedCell(f"test_{name}_hidden", points, hidden=True))
+    return Exercise(CHAPTER, name, reference_fn, cells=cells)
+
+
+CAUSAL = _exercise("causal_mask", reference.causal_mask, 1)
+PADDING = _exercise("padding_mask", reference.padding_mask, 1)
+DECODER = _exercise("decoder_self_mask", reference.decoder_self_mask, 1)
+SOFTMAX = _exercise("masked_softmax", reference.masked_softmax, 2)
 
 
 # ---------------------------------------------------------------- oráculos (laços, sem atalhos)
 
 
-def _causal_oracle(T: int) -> torch.Tensor:
-    mask = torch.zeros(T, T, dtype=torch.bool)
-    for i in range(T):
-        for j in range(T):
-            mask[i, j] = j <= i
-    return mask
-
-
-def _padding_oracle(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
+def _decoder_oracle(ids: torch.Tensor, pad_id: int, causal: bool = True) -> torch.Tensor:
+    """Causal E padding (B, 1, T, T); com ``causal=False``, só o padding (B, 1, 1, T)."""
     B, T = ids.shape
-    mask = torch.zeros(B, 1, 1, T, dtype=torch.bool)
+    rows = T if causal else 1
+    mask = torch.zeros(B, 1, rows, T, dtype=torch.bool)
     for b in range(B):
-        for j in range(T):
-            mask[b, 0, 0, j] = int(ids[b, j]) != pad_id
-    return mask
-
-
-def _decoder_oracle(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
-    B, T = ids.shape
-    mask = torch.zeros(B, 1, T, T, dtype=torch.bool)
-    for b in range(B):
-        for i in range(T):
+        for i in range(rows):
             for j in range(T):
-                mask[b, 0, i, j] = j <= i and int(ids[b, j]) != pad_id
+                mask[b, 0, i, j] = (j <= i or not causal) and int(ids[b, j]) != pad_id
     return mask
+
+
+def _causal_oracle(T: int) -> torch.Tensor:
+    return _decoder_oracle(torch.ones(1, T), 0)[0, 0]  # sem padding: só j <= i
 
 
 def _softmax_oracle(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -100,31 +75,20 @@ def _softmax_oracle(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Te
 # ---------------------------------------------------------------- comparação de máscaras
 
 
-def _same_mask(actual: torch.Tensor, candidate: torch.Tensor) -> bool:
-    return (
-        isinstance(actual, torch.Tensor)
-        and tuple(actual.shape) == tuple(candidate.shape)
-        and bool(torch.equal(actual.detach().cpu() != 0, candidate.cpu() != 0))
-    )
+def _equal(actual: torch.Tensor, candidate: torch.Tensor) -> bool:
+    return bool(torch.equal(actual.detach().cpu() != 0, candidate != 0))
 
 
-def _diagnose(actual, mistakes: list[Mistake]) -> str | None:
-    for mistake in mistakes:
-        if _same_mask(actual, mistake.value):
-            return f"sua máscara coincide com {mistake.name}."
-    return None
+def _first(flags: torch.Tensor) -> tuple[int, ...]:
+    return tuple(int(i) for i in flags.nonzero()[0]) if flags.any() else ()
 
 
 def _grid(mask: torch.Tensor) -> str:
-    """Máscara como linhas de 0/1; com lote, um bloco por exemplo."""
-    m = mask.int()
-    while m.dim() > 2 and any(size == 1 for size in m.shape[1:]):
-        m = m.squeeze(next(i for i in range(1, m.dim()) if m.size(i) == 1))
-    if m.dim() <= 1:
-        return "  " + " ".join(map(str, m.reshape(-1).tolist()))
-    if m.dim() == 2:
-        return "\n".join("  " + " ".join(map(str, row)) for row in m.tolist())
-    return "\n".join(f" [{b}]\n{_grid(block)}" for b, block in enumerate(m.reshape(-1, *m.shape[-2:])))
+    """Máscara em linhas de 0/1: um bloco (Tq, Tk) por exemplo do lote; no padding, uma linha por exemplo."""
+    T = mask.size(-1)
+    m = mask.int().reshape(-1, *mask.shape[-2:]) if mask.size(-2) > 1 else mask.int().reshape(1, -1, T)
+    blocks = ["\n".join("  " + " ".join(map(str, row)) for row in block) for block in m.tolist()]
+    return blocks[0] if len(blocks) == 1 else "\n".join(f" [{b}]\n{text}" for b, text in enumerate(blocks))
 
 
 FLOAT_HINT = (
@@ -133,592 +97,374 @@ FLOAT_HINT = (
 )
 
 
-def _expect_mask(actual, expected: torch.Tensor, name: str, tried: str, mistakes: list[Mistake]) -> None:
+def _expect_mask(c: Check, actual, expected: torch.Tensor, mistakes: dict[str, torch.Tensor]) -> None:
     """Tensor, forma, valores (como booleanos), dtype bool, nesta ordem; com diagnóstico."""
-    __tracebackhide__ = True
-    expect(
-        isinstance(actual, torch.Tensor),
-        name,
-        tried,
-        f"Esperava um tensor booleano; veio {describe(actual)}.",
-    )
-    expect(
-        tuple(actual.shape) == tuple(expected.shape),
-        name,
-        tried,
-        f"Forma errada: esperada {tuple(expected.shape)}, obtida {tuple(actual.shape)}.",
-        _diagnose(actual, mistakes),
-    )
+    same = [n for n, v in mistakes.items() if getattr(actual, "shape", None) == v.shape and _equal(actual, v)]
+    diagnosis = f"sua máscara coincide com {same[0]}." if same else None
+    c.shape(actual, expected.shape, "a máscara", diagnosis)
     got = actual.detach().cpu() != 0
-    wrong = got != expected
-    if wrong.any():
-        idx = tuple(int(i) for i in wrong.nonzero()[0])
-        raise CheckFailure(
-            f"`{name}` falhou.\nTeste: {tried}\n"
-            f"Valores errados em {int(wrong.sum())} de {wrong.numel()} posições. "
-            f"Primeira no índice {idx}: esperado {bool(expected[idx])}, obtido {bool(got[idx])}.\n"
-            f"Esperado (1 = pode atender):\n{_grid(expected)}\nObtido:\n{_grid(got)}"
-            + (f"\nDiagnóstico provável: {d}" if (d := _diagnose(actual, mistakes)) else "")
+    if idx := _first(got != expected):
+        c.fail(
+            f"Valores errados em {int((got != expected).sum())} de {got.numel()} posições. Primeira no "
+            f"índice {idx}: esperado {bool(expected[idx])}, obtido {bool(got[idx])}.\n"
+            f"Esperado (1 = pode atender):\n{_grid(expected)}\nObtido:\n{_grid(got)}",
+            diagnosis,
         )
-    expect(
-        actual.dtype == torch.bool,
-        name,
-        tried,
-        f"dtype errado: esperado torch.bool, obtido {actual.dtype}.",
-        FLOAT_HINT,
-    )
+    c.dtype(actual, torch.bool, "a máscara", FLOAT_HINT)
+
+
+def _on_device(c: Check, run: Callable, device: str, hint: str) -> None:
+    """Exige que ``run()`` devolva um tensor em ``device``. No ``meta`` (sem dados), só o erro de misturar
+    dispositivos é um veredito; ler valores (``.item()``, ``int(...)``) ali falha sem dizer nada."""
+    if device != "meta":
+        out = c.call(run, hint_on_error=hint)
+    else:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = run()
+        except Exception as exc:  # noqa: BLE001 - no meta, só o erro de dispositivo é um veredito
+            if not any(k in str(exc) for k in ("expected device", "same device")):
+                return
+            c.fail(f"Sua função levantou {type(exc).__name__}: {exc}", hint)
+    where = f"O resultado foi criado em {getattr(out, 'device', '?')}, não no dispositivo pedido ({device})."
+    c.expect(isinstance(out, torch.Tensor) and out.device.type == device, where, hint)
 
 
 # ---------------------------------------------------------------- causal_mask
 
 
-def _causal_mistakes(T: int) -> list[Mistake]:
+def _causal_mistakes(T: int) -> dict[str, torch.Tensor]:
     ones = torch.ones(T, T, dtype=torch.bool)
-    return [
-        Mistake("o triângulo SUPERIOR (cada posição veria o futuro): use o inferior, `tril`", ones.triu()),
-        Mistake("a máscara SEM a diagonal: cada posição também precisa ver a si mesma", ones.tril(-1)),
-        Mistake(
-            "a convenção invertida (True = bloqueado, a do `attn_mask` do `nn.MultiheadAttention`); "
-            "aqui True = pode atender",
-            ones.triu(1),
-        ),
-        Mistake("a máscara toda True: nada foi bloqueado", ones),
-        Mistake(
-            "a máscara causal com eixos extras (1, 1, T, T): aqui a forma é (T, T), e quem junta "
-            "os eixos é a difusão (*broadcasting*)",
-            ones.tril()[None, None],
-        ),
-        Mistake("a máscara com um eixo extra (1, T, T): a forma é (T, T)", ones.tril()[None]),
-    ]
+    return {
+        "o triângulo SUPERIOR (cada posição veria o futuro): use o inferior, `tril`": ones.triu(),
+        "a máscara SEM a diagonal: cada posição também precisa ver a si mesma": ones.tril(-1),
+        "a convenção invertida (True = bloqueado, a do `attn_mask` do `nn.MultiheadAttention`); "
+        "aqui True = pode atender": ones.triu(1),
+        "a máscara toda True: nada foi bloqueado": ones,
+        "a máscara causal com eixos extras (1, 1, T, T): aqui a forma é (T, T), e quem junta "
+        "os eixos é a difusão (*broadcasting*)": ones.tril()[None, None],
+        "a máscara com um eixo extra (1, T, T): a forma é (T, T)": ones.tril()[None],
+    }
 
 
-def _run_causal(fn: Callable, T: int, **kwargs) -> torch.Tensor:
-    tried = f"{CAUSAL}({T}{', ' + ', '.join(f'{k}={v!r}' for k, v in kwargs.items()) if kwargs else ''})"
-    result = call(fn, CAUSAL, tried, T, **kwargs)
-    _expect_mask(result, _causal_oracle(T), CAUSAL, tried, _causal_mistakes(T))
-    return result
+def _causal_case(c: Check, fn: Callable, T: int, **kwargs) -> torch.Tensor:
+    c.case(f"causal_mask({', '.join([str(T), *(f'{k}={v!r}' for k, v in kwargs.items())])})")
+    mask = c.call(fn, T, **kwargs)
+    _expect_mask(c, mask, _causal_oracle(T), _causal_mistakes(T))
+    return mask
 
 
+@CAUSAL.visible_check
 def check_causal_mask(fn: Callable) -> None:
     """Testes visíveis de ``causal_mask``."""
-    __tracebackhide__ = True
-    n = 0
-    for T in (4, 1):
-        _run_causal(fn, T)
-        n += 1
-    mask = _run_causal(fn, 6, device="cpu")
-    expect(
-        mask.device.type == "cpu",
-        CAUSAL,
-        "causal_mask(6, device='cpu')",
-        f"A máscara está em {mask.device}, mas foi pedido 'cpu'.",
-    )
-    n += 1
-    expect_raises(fn, ValueError, CAUSAL, "causal_mask(0) deve levantar ValueError", 0)
-    n += 1
-    passed(CAUSAL, n)
+    with CAUSAL.check() as c:
+        for T in (4, 1):
+            _causal_case(c, fn, T)
+        mask = _causal_case(c, fn, 6, device="cpu")
+        c.expect(mask.device.type == "cpu", f"A máscara está em {mask.device}, mas foi pedido 'cpu'.")
+        c.case("causal_mask(0) deve levantar ValueError").raises(ValueError, fn, 0)
 
 
+@CAUSAL.hidden_check
 def check_causal_mask_hidden(fn: Callable) -> None:
-    """Testes ocultos: T grande, dispositivo respeitado, ValueError para T <= 0."""
-    __tracebackhide__ = True
-    n = 0
-    expect(
-        getattr(fn, "__code__", None) is not reference.causal_mask.__code__,
-        CAUSAL,
-        "origem da função",
-        "Sua função é a implementação de referência do pacote `transformer_course`.",
-        "escreva a sua própria implementação em vez de importá-la.",
-    )
-    n += 1
-    for T in (2, 9):
-        _run_causal(fn, T)
-        n += 1
-    _run_causal(fn, 5, device=torch.device("cpu"))
-    n += 1
-    if torch.cuda.is_available():  # numa GPU, verifica que o argumento device é respeitado
-        tried = "causal_mask(3, device='cuda')"
-        result = call(fn, CAUSAL, tried, 3, device="cuda")
-        expect(
-            isinstance(result, torch.Tensor) and result.device.type == "cuda",
-            CAUSAL,
-            tried,
-            f"A máscara foi criada em {getattr(result, 'device', '?')}, não no dispositivo pedido.",
-            "o argumento `device` foi ignorado: passe `device=device` ao criar o tensor.",
-        )
-        n += 1
-    for bad in (0, -2):
-        expect_raises(fn, ValueError, CAUSAL, f"causal_mask({bad}) deve levantar ValueError", bad)
-        n += 1
-    passed(CAUSAL, n, "(testes ocultos)")
+    """Testes ocultos: outros T, dispositivo respeitado (meta; cuda numa GPU), ValueError para T <= 0."""
+    with CAUSAL.check(hidden=True) as c:
+        c.refuse_reference(fn, reference.causal_mask, lambda: fn(3))
+        for T in (2, 9):
+            _causal_case(c, fn, T)
+        _causal_case(c, fn, 5, device=torch.device("cpu"))
+        hint = "o argumento `device` foi ignorado: passe `device=device` ao criar o tensor."
+        for device in ("meta", "cuda") if torch.cuda.is_available() else ("meta",):
+            c.case(f"causal_mask(3, device={device!r})")
+            _on_device(c, lambda device=device: fn(3, device=device), device, hint)
+        for bad in (0, -2):
+            c.case(f"causal_mask({bad}) deve levantar ValueError").raises(ValueError, fn, bad)
 
 
-# ---------------------------------------------------------------- padding_mask
+# ---------------------------------------------------------------- padding_mask e decoder_self_mask
 
 
-def _padding_mistakes(ids: torch.Tensor, pad_id: int) -> list[Mistake]:
+def _pad_id_ignored(mask_with_pad_0: torch.Tensor, pad_id: int) -> dict[str, torch.Tensor]:
+    name = f"a máscara com o pad fixo em 0: o argumento `pad_id` (aqui {pad_id}) foi ignorado"
+    return {name: mask_with_pad_0} if pad_id != 0 else {}
+
+
+def _padding_mistakes(ids: torch.Tensor, pad_id: int) -> dict[str, torch.Tensor]:
     real = ids != pad_id
-    B, T = ids.shape
-    mistakes = [
-        Mistake(
-            "a máscara invertida: True nos pads; aqui True = token real (pode atender)",
-            (~real)[:, None, None, :],
-        ),
-        Mistake("a forma (B, T), sem os eixos das cabeças e das consultas: use (B, 1, 1, T)", real),
-        Mistake("a forma (B, 1, T): falta um eixo; use (B, 1, 1, T)", real[:, None, :]),
-        Mistake(
-            "a forma (B, 1, T, 1): o eixo do comprimento ficou no lugar das CONSULTAS; "
-            "o padding bloqueia CHAVES (o último eixo)",
-            real[:, None, :, None],
-        ),
-        Mistake("a forma (B, 1, 1, 1, T) com 5 eixos (um `unsqueeze` a mais)", real[:, None, None, None, :]),
-        Mistake(
-            "a máscara (B, 1, T, T) que bloqueia também as consultas (linhas) de padding; "
-            "aqui só as chaves são bloqueadas, forma (B, 1, 1, T)",
-            (real[:, :, None] & real[:, None, :])[:, None],
-        ),
-    ]
-    if pad_id != 0:
-        mistakes.insert(
-            0,
-            Mistake(
-                f"a máscara com o pad fixo em 0: o argumento `pad_id` (aqui {pad_id}) foi ignorado",
-                (ids != 0)[:, None, None, :],
-            ),
-        )
-    del B, T
-    return mistakes
+    keys, both = real[:, None, None, :], (real[:, :, None] & real[:, None, :])[:, None]
+    return {
+        **_pad_id_ignored((ids != 0)[:, None, None, :], pad_id),
+        "a máscara invertida: True nos pads; aqui True = token real (pode atender)": ~keys,
+        "a forma (B, T), sem os eixos das cabeças e das consultas: use (B, 1, 1, T)": real,
+        "a forma (B, 1, T): falta um eixo; use (B, 1, 1, T)": real[:, None, :],
+        "a forma (B, 1, T, 1): o eixo do comprimento ficou no lugar das CONSULTAS; "
+        "o padding bloqueia CHAVES (o último eixo)": real[:, None, :, None],
+        "a forma (B, 1, 1, 1, T) com 5 eixos (um `unsqueeze` a mais)": real[:, None, None, None, :],
+        "a máscara (B, 1, T, T) que bloqueia também as consultas (linhas) de padding; "
+        "aqui só as chaves são bloqueadas, forma (B, 1, 1, T)": both,
+    }
 
 
-def _run_padding(fn: Callable, ids: torch.Tensor, pad_id: int | None, extra: str = "") -> torch.Tensor:
-    args = (ids,) if pad_id is None else (ids, pad_id)
-    pad = 0 if pad_id is None else pad_id
-    tried = f"token_ids = {ids.tolist()}, pad_id = {pad}{extra}"
-    before = snapshot(ids)
-    result = call(fn, PADDING, tried, *args)
-    expect_unchanged(before, [ids], ["token_ids"], PADDING, tried)
-    _expect_mask(result, _padding_oracle(ids, pad), PADDING, tried, _padding_mistakes(ids, pad))
-    return result
-
-
-def check_padding_mask(fn: Callable) -> None:
-    """Testes visíveis de ``padding_mask``."""
-    __tracebackhide__ = True
-    n = 0
-    ids = torch.tensor([[7, 3, 9, 0, 0], [4, 0, 0, 0, 0]])
-    _run_padding(fn, ids, None, " (pad_id padrão)")
-    n += 1
-    ids = torch.tensor([[0, 5, 2, 1, 1, 1], [6, 0, 1, 1, 1, 1], [3, 3, 3, 3, 3, 3]])
-    _run_padding(fn, ids, 1, " (o token 0 é real aqui)")
-    n += 1
-    bad = torch.tensor([7, 3, 0])
-    expect_raises(fn, ValueError, PADDING, "token_ids 1-D (3,) deve levantar ValueError", bad)
-    n += 1
-    passed(PADDING, n)
-
-
-def check_padding_mask_hidden(fn: Callable) -> None:
-    """Testes ocultos: outro pad_id, lote 1, sem padding, entrada intacta, ValueError para não 2-D."""
-    __tracebackhide__ = True
-    n = 0
-    expect(
-        getattr(fn, "__code__", None) is not reference.padding_mask.__code__,
-        PADDING,
-        "origem da função",
-        "Sua função é a implementação de referência do pacote `transformer_course`.",
-        "escreva a sua própria implementação em vez de importá-la.",
-    )
-    n += 1
-    gen = seeded_generator(50)
-    ids = torch.randint(0, 6, (4, 7), generator=gen)
-    ids[:, -2:] = 5
-    _run_padding(fn, ids, 5, " (pad_id = 5)")
-    n += 1
-    _run_padding(fn, torch.tensor([[1, 2, 3]]), 0, " (lote 1, sem padding)")
-    n += 1
-    _run_padding(fn, torch.tensor([[2, 2, 8, 9]]), 2, " (padding à esquerda)")
-    n += 1
-    bad = torch.tensor([1, 2, 0])
-    expect_raises(fn, ValueError, PADDING, "token_ids 1-D (3,) deve levantar ValueError", bad)
-    n += 1
-    passed(PADDING, n, "(testes ocultos)")
-
-
-# ---------------------------------------------------------------- decoder_self_mask
-
-
-def _decoder_mistakes(ids: torch.Tensor, pad_id: int) -> list[Mistake]:
+def _decoder_mistakes(ids: torch.Tensor, pad_id: int) -> dict[str, torch.Tensor]:
     B, T = ids.shape
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     keys = (ids != pad_id)[:, None, None, :]  # (B, 1, 1, T)
     queries = (ids != pad_id)[:, None, :, None]  # (B, 1, T, 1)
     full = (B, 1, T, T)
-    mistakes = [
-        Mistake(
-            "causal OU padding (`|`); as duas restrições valem juntas: use E (`&`)",
-            (causal | keys).expand(full),
-        ),
-        Mistake("só a máscara causal: o padding foi esquecido", causal.expand(full)),
-        Mistake("só a máscara causal, na forma (T, T): falta o padding e o eixo do lote", causal),
-        Mistake("só a máscara de padding: a causal foi esquecida", keys.expand(full)),
-        Mistake("causal E padding com o triângulo SUPERIOR", (causal.T & keys).expand(full)),
-        Mistake("causal (sem a diagonal) E padding", (causal.tril(-1) & keys).expand(full)),
-        Mistake(
-            "causal E padding com o padding invertido (True nos pads)",
-            (causal & ~keys).expand(full),
-        ),
-        Mistake(
-            "causal E padding de chaves E de consultas: as linhas dos pads ficam todas bloqueadas; "
-            "aqui só as chaves (colunas) são bloqueadas",
-            causal & keys & queries,
-        ),
-        Mistake("a forma (B, T, T), sem o eixo das cabeças: use (B, 1, T, T)", (causal & keys)[:, 0]),
-        Mistake(
-            "a forma (B, 1, 1, T, T) com 5 eixos — o erro clássico de juntar uma máscara já (B, 1, 1, T) "
-            "com `unsqueeze` a mais",
-            (causal & keys)[:, None],
-        ),
-    ]
-    if pad_id != 0:
-        mistakes.insert(
-            0,
-            Mistake(
-                f"a máscara com o pad fixo em 0: o argumento `pad_id` (aqui {pad_id}) foi ignorado",
-                (causal & (ids != 0)[:, None, None, :]).expand(full),
-            ),
-        )
-    return mistakes
+    either = (causal | keys).expand(full)
+    return {
+        **_pad_id_ignored((causal & (ids != 0)[:, None, None, :]).expand(full), pad_id),
+        "causal OU padding (`|`); as duas restrições valem juntas: use E (`&`)": either,
+        "só a máscara causal: o padding foi esquecido": causal.expand(full),
+        "só a máscara causal, na forma (T, T): falta o padding e o eixo do lote": causal,
+        "só a máscara de padding: a causal foi esquecida": keys.expand(full),
+        "causal E padding com o triângulo SUPERIOR": (causal.T & keys).expand(full),
+        "causal (sem a diagonal) E padding": (causal.tril(-1) & keys).expand(full),
+        "causal E padding com o padding invertido (True nos pads)": (causal & ~keys).expand(full),
+        "causal E padding de chaves E de consultas: as linhas dos pads ficam todas bloqueadas; "
+        "aqui só as chaves (colunas) são bloqueadas": causal & keys & queries,
+        "a forma (B, T, T), sem o eixo das cabeças: use (B, 1, T, T)": (causal & keys)[:, 0],
+        "a forma (B, 1, 1, T, T) com 5 eixos — o erro clássico de juntar uma máscara já (B, 1, 1, T) "
+        "com `unsqueeze` a mais": (causal & keys)[:, None],
+    }
 
 
-def _run_decoder(fn: Callable, ids: torch.Tensor, pad_id: int | None, extra: str = "") -> torch.Tensor:
-    args = (ids,) if pad_id is None else (ids, pad_id)
+def _ids_case(c: Check, fn: Callable, ids: torch.Tensor, pad_id: int | None = None, extra: str = "") -> None:
+    """``padding_mask`` ou ``decoder_self_mask`` (pelo nome do ``Check``): entrada intacta e máscara."""
     pad = 0 if pad_id is None else pad_id
-    tried = f"token_ids = {ids.tolist()}, pad_id = {pad}{extra}"
-    before = snapshot(ids)
-    result = call(fn, DECODER, tried, *args)
-    expect_unchanged(before, [ids], ["token_ids"], DECODER, tried)
-    _expect_mask(result, _decoder_oracle(ids, pad), DECODER, tried, _decoder_mistakes(ids, pad))
-    return result
+    c.case(f"token_ids = {ids.tolist()}, pad_id = {pad}{extra}")
+    with c.untouched(token_ids=ids):
+        mask = c.call(fn, ids, *(() if pad_id is None else (pad_id,)))
+    causal = c.name == DECODER.name
+    mistakes = (_decoder_mistakes if causal else _padding_mistakes)(ids, pad)
+    _expect_mask(c, mask, _decoder_oracle(ids, pad, causal), mistakes)
 
 
+@PADDING.visible_check
+def check_padding_mask(fn: Callable) -> None:
+    """Testes visíveis de ``padding_mask``."""
+    with PADDING.check() as c:
+        _ids_case(c, fn, torch.tensor([[7, 3, 9, 0, 0], [4, 0, 0, 0, 0]]), None, " (pad_id padrão)")
+        ids = torch.tensor([[0, 5, 2, 1, 1, 1], [6, 0, 1, 1, 1, 1], [3, 3, 3, 3, 3, 3]])
+        _ids_case(c, fn, ids, 1, " (o token 0 é real aqui)")
+        c.case("token_ids 1-D (3,) deve levantar ValueError").raises(ValueError, fn, torch.tensor([7, 3, 0]))
+
+
+@PADDING.hidden_check
+def check_padding_mask_hidden(fn: Callable) -> None:
+    """Testes ocultos: outro pad_id, lote 1, sem padding, entrada intacta, ValueError para não 2-D."""
+    with PADDING.check(hidden=True) as c:
+        c.refuse_reference(fn, reference.padding_mask, lambda: fn(torch.tensor([[1, 0]])))
+        ids = torch.randint(0, 6, (4, 7), generator=seeded_generator(50))
+        ids[:, -2:] = 5
+        _ids_case(c, fn, ids, 5, " (pad_id = 5)")
+        _ids_case(c, fn, torch.tensor([[1, 2, 3]]), 0, " (lote 1, sem padding)")
+        _ids_case(c, fn, torch.tensor([[2, 2, 8, 9]]), 2, " (padding à esquerda)")
+        c.case("token_ids 1-D (3,) deve levantar ValueError").raises(ValueError, fn, torch.tensor([1, 2, 0]))
+
+
+@DECODER.visible_check
 def check_decoder_self_mask(fn: Callable) -> None:
     """Testes visíveis de ``decoder_self_mask``."""
-    __tracebackhide__ = True
-    n = 0
-    _run_decoder(fn, torch.tensor([[5, 8, 2, 0, 0], [3, 9, 4, 6, 0]]), None, " (pad_id padrão)")
-    n += 1
-    _run_decoder(fn, torch.tensor([[0, 4, 4, 7], [2, 0, 7, 7]]), 7, " (o token 0 é real aqui)")
-    n += 1
-    bad = torch.tensor([5, 8, 0])
-    expect_raises(fn, ValueError, DECODER, "token_ids 1-D (3,) deve levantar ValueError", bad)
-    n += 1
-    passed(DECODER, n)
+    with DECODER.check() as c:
+        _ids_case(c, fn, torch.tensor([[5, 8, 2, 0, 0], [3, 9, 4, 6, 0]]), None, " (pad_id padrão)")
+        _ids_case(c, fn, torch.tensor([[0, 4, 4, 7], [2, 0, 7, 7]]), 7, " (o token 0 é real aqui)")
+        c.case("token_ids 1-D (3,) deve levantar ValueError").raises(ValueError, fn, torch.tensor([5, 8, 0]))
 
 
+@DECODER.hidden_check
 def check_decoder_self_mask_hidden(fn: Callable) -> None:
-    """Testes ocultos: lote maior, padding à esquerda, sem padding, ValueError para não 2-D."""
-    __tracebackhide__ = True
-    n = 0
-    expect(
-        getattr(fn, "__code__", None) is not reference.decoder_self_mask.__code__,
-        DECODER,
-        "origem da função",
-        "Sua função é a implementação de referência do pacote `transformer_course`.",
-        "escreva a sua própria implementação em vez de importá-la.",
-    )
-    n += 1
-    gen = seeded_generator(60)
-    ids = torch.randint(1, 9, (3, 6), generator=gen)
-    ids[0, 4:] = 0
-    ids[1, 2:] = 0
-    _run_decoder(fn, ids, 0, " (lote 3, comprimentos diferentes)")
-    n += 1
-    _run_decoder(fn, torch.tensor([[3, 3, 5, 6, 1]]), 3, " (padding à esquerda)")
-    n += 1
-    _run_decoder(fn, torch.tensor([[4]]), 0, " (T = 1)")
-    n += 1
-    expect_raises(
-        fn, ValueError, DECODER, "token_ids 1-D (4,) deve levantar ValueError", torch.tensor([1, 2, 3, 0])
-    )
-    n += 1
-    passed(DECODER, n, "(testes ocultos)")
+    """Testes ocultos: lote maior, padding à esquerda, T = 1, dispositivo dos ids, ValueError."""
+    with DECODER.check(hidden=True) as c:
+        c.refuse_reference(fn, reference.decoder_self_mask, lambda: fn(torch.tensor([[1, 0]])))
+        ids = torch.randint(1, 9, (3, 6), generator=seeded_generator(60))
+        ids[0, 4:], ids[1, 2:] = 0, 0
+        _ids_case(c, fn, ids, 0, " (lote 3, comprimentos diferentes)")
+        _ids_case(c, fn, torch.tensor([[3, 3, 5, 6, 1]]), 3, " (padding à esquerda)")
+        _ids_case(c, fn, torch.tensor([[4]]), 0, " (T = 1)")
+        c.case("token_ids (2, 4) no dispositivo 'meta' (só formas): a máscara fica no dispositivo dos ids")
+        ids = torch.zeros(2, 4, dtype=torch.long, device="meta")
+        hint = "a causal foi criada em outro dispositivo: passe `token_ids.device` à sua `causal_mask`."
+        _on_device(c, lambda: fn(ids), "meta", hint)
+        c.case("token_ids 1-D (4,) deve levantar ValueError").raises(
+            ValueError, fn, torch.tensor([1, 2, 3, 0])
+        )
 
 
 # ---------------------------------------------------------------- masked_softmax
 
 
-def _softmax_mistakes(scores: torch.Tensor, mask: torch.Tensor | None) -> list[Mistake]:
+def _softmax_mistakes(scores: torch.Tensor, mask: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    dim_2 = "o softmax no eixo das consultas (dim=-2) em vez do das chaves (dim=-1)"
     if mask is None:
-        return [
-            Mistake(
-                "o softmax no eixo das consultas (dim=-2) em vez do das chaves (dim=-1)", scores.softmax(-2)
-            )
-        ]
-    inf = float("-inf")
-    plain = scores.masked_fill(~mask, inf).softmax(-1)
-    big = scores.masked_fill(~mask, -1e9).softmax(-1)
-    return [
-        Mistake("o softmax com -inf sem tratar as linhas totalmente bloqueadas (NaN nelas)", plain),
-        Mistake(
-            "o softmax com -1e9 (ou outro negativo grande) sem zerar as linhas totalmente "
-            "bloqueadas: elas ficam uniformes (1/T em cada posição)",
-            big,
+        return {dim_2: scores.softmax(-2)}
+    inf, big, blocked = scores.masked_fill(~mask, float("-inf")), scores.masked_fill(~mask, -1e9), ~mask
+    return {
+        "o softmax com -inf sem tratar as linhas totalmente bloqueadas (NaN nelas)": inf.softmax(-1),
+        "o softmax com -1e9 (ou outro negativo grande) sem zerar as linhas totalmente "
+        "bloqueadas: elas ficam uniformes (1/T em cada posição)": big.softmax(-1),
+        "o softmax com a máscara ignorada": scores.softmax(-1),
+        "a máscara invertida: você bloqueou as posições True, mas aqui True = pode atender": (
+            reference.masked_softmax(scores, blocked)
         ),
-        Mistake("o softmax com a máscara ignorada", scores.softmax(-1)),
-        Mistake(
-            "a máscara invertida: você bloqueou as posições True, mas aqui True = pode atender",
-            reference.masked_softmax(scores, ~mask),
+        "as posições bloqueadas preenchidas com 0 em vez de -inf (exp(0) = 1 ainda dá peso a elas)": (
+            scores.masked_fill(blocked, 0.0).softmax(-1)
         ),
-        Mistake(
-            "as posições bloqueadas preenchidas com 0 em vez de -inf (exp(0) = 1 ainda dá peso a elas)",
-            scores.masked_fill(~mask, 0.0).softmax(-1),
-        ),
-        Mistake(
-            "o softmax SEM máscara e só depois zerado nas posições bloqueadas (as linhas deixam de somar 1)",
-            scores.softmax(-1).masked_fill(~mask, 0.0),
-        ),
-        Mistake(
-            "o softmax no eixo das consultas (dim=-2) em vez do das chaves (dim=-1)",
-            scores.masked_fill(~mask, -1e9).softmax(-2).masked_fill(~mask, 0.0),
-        ),
-    ]
+        "o softmax SEM máscara e só depois zerado nas posições bloqueadas "
+        "(as linhas deixam de somar 1)": scores.softmax(-1).masked_fill(blocked, 0.0),
+        dim_2: big.softmax(-2).masked_fill(blocked, 0.0),
+    }
 
 
-def _tried_softmax(scores, mask, extra=""):
+def _tried(scores: torch.Tensor, mask: torch.Tensor | None, extra: str = "") -> str:
     m = "sem máscara" if mask is None else f"máscara {tuple(mask.shape)}"
-    return f"scores {tuple(scores.shape)} {str(scores.dtype)[6:]}, {m}{extra}"
+    return f"scores {tuple(scores.shape)} {dtype_name(scores.dtype)}, {m}{extra}"
 
 
-def _run_softmax(
-    fn: Callable,
-    scores: torch.Tensor,
-    mask: torch.Tensor | None,
-    extra: str = "",
-) -> torch.Tensor:
-    """Caso completo: chamada, entradas intactas, NaN, linhas vazias, bloqueadas = 0, valores."""
-    __tracebackhide__ = True
-    tried = _tried_softmax(scores, mask, extra)
-    before = snapshot(scores) + ([] if mask is None else snapshot(mask))
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch.allclose(a.double(), b.double(), atol=1e-6, equal_nan=True)
+
+
+NONE_HINT = "com `mask=None`, devolva o softmax comum (nada é bloqueado)."
+KEEPDIM_HINT = (
+    "se o erro fala de tamanhos que não casam (`must match the size`), confira o `keepdim=True` em "
+    "`mask.any(dim=-1, keepdim=True)`: sem ele, a marca das linhas vazias perde o último eixo e se "
+    "alinha com as CHAVES, não com as consultas."
+)
+NAN_HINTS = (
+    "NaN em linhas com posições permitidas: o softmax estourou? Subtraia o máximo da linha antes de `exp`.",
+    "NaN nas linhas totalmente bloqueadas: com -inf em toda a linha, o softmax calcula 0/0. Essas "
+    "linhas devem sair só com zeros.",
+)
+
+
+def _softmax_case(c: Check, fn: Callable, scores: torch.Tensor, mask: torch.Tensor | None, extra="") -> None:
+    """Chamada, entradas intactas, forma, dtype, NaN, linhas vazias, bloqueadas = 0, valores."""
+    c.case(_tried(scores, mask, extra))
     expected = _softmax_oracle(scores, mask)
-    cache: list[list[Mistake]] = []
-
-    def mistakes() -> list[Mistake]:
-        # calculados só quando algo falha; só erros que, nestas entradas, dão um resultado
-        # diferente do certo podem ser citados
-        if not cache:
-            cache.append(
-                [
-                    m
-                    for m in _softmax_mistakes(scores, mask)
-                    if not torch.allclose(m.value.double(), expected.double(), atol=1e-6, equal_nan=True)
-                ]
-            )
-        return cache[0]
-
-    hint = "com `mask=None`, devolva o softmax comum (nada é bloqueado)." if mask is None else None
-    result = call(fn, SOFTMAX, tried, scores, mask, hint_on_error=hint)
-    labels = ["scores"] + ([] if mask is None else ["mask"])
-    expect_unchanged(before, [scores] + ([] if mask is None else [mask]), labels, SOFTMAX, tried)
-    expect(
-        isinstance(result, torch.Tensor) and tuple(result.shape) == tuple(scores.shape),
-        SOFTMAX,
-        tried,
-        f"Esperava um tensor da forma de `scores`, {tuple(scores.shape)}; veio {describe(result)}.",
-    )
-    expect(
-        result.dtype == scores.dtype,
-        SOFTMAX,
-        tried,
-        f"dtype errado nos pesos: esperado {scores.dtype}, obtido {result.dtype} "
-        "(a função deve preservar o dtype de `scores`).",
-    )
+    with c.untouched(scores=scores, mask=mask):
+        w = c.call(fn, scores, mask, hint_on_error=NONE_HINT if mask is None else KEEPDIM_HINT)
+    c.shape(w, scores.shape, "os pesos")
+    c.dtype(w, scores.dtype, "os pesos", "a função deve preservar o dtype de `scores` (float32 ou float64).")
+    # só erros que, nestas entradas, dão um resultado diferente do certo podem ser citados
+    mistakes = [Mistake(n, v) for n, v in _softmax_mistakes(scores, mask).items() if not _same(v, expected)]
     if mask is not None:
-        full_mask = mask.expand(scores.shape)
-        empty = ~full_mask.any(-1)  # (..., Tq): linhas totalmente bloqueadas
-        w = result.detach()
-        nan_rows = torch.isnan(w).any(-1)
-        if nan_rows.any():
-            only_empty = bool((nan_rows <= empty).all())
-            raise CheckFailure(
-                f"`{SOFTMAX}` falhou.\nTeste: {tried}\n"
-                f"A saída tem NaN em {int(nan_rows.sum())} linha(s), a primeira na linha "
-                f"{tuple(int(i) for i in nan_rows.nonzero()[0])}.\nDiagnóstico provável: "
-                + (
-                    "NaN nas linhas totalmente bloqueadas: com -inf em toda a linha, o softmax calcula "
-                    "0/0. Essas linhas devem sair só com zeros."
-                    if only_empty
-                    else "NaN em linhas com posições permitidas: o softmax estourou? Subtraia o máximo "
-                    "da linha antes de `exp`."
-                )
-            )
-        if empty.any():
-            rows = w[empty]
-            uniform = torch.full_like(rows, 1.0 / scores.size(-1))
-            expect(
-                not torch.allclose(rows, uniform, atol=1e-6),
-                SOFTMAX,
-                tried,
-                f"As {int(empty.sum())} linha(s) totalmente bloqueadas saíram uniformes "
-                f"(1/{scores.size(-1)} em cada posição).",
-                "pesos uniformes nas linhas totalmente bloqueadas: é o que acontece com -1e9 no lugar "
-                "de -inf. Uma consulta que não pode ver nada deve receber só zeros.",
-            )
-        blocked = w.masked_select(~full_mask)
-        if blocked.numel():
-            worst = blocked.abs().max().item()
-            diag = None
-            if worst != 0:
-                diag = next(
-                    (
-                        f"a saída coincide com {m.name}."
-                        for m in mistakes()
-                        if torch.allclose(w.double(), m.value.double(), atol=1e-6, equal_nan=True)
-                    ),
-                    None,
-                )
-            expect(
-                worst == 0,
-                SOFTMAX,
-                tried,
-                f"Posições bloqueadas receberam peso não nulo (maior: {worst:.3g}); devem ser exatamente 0.",
-                diag
-                or "o valor usado para bloquear não é negativo o bastante (exp dele não dá 0): "
-                "use -inf, ou zere as posições bloqueadas depois do softmax.",
-            )
-    try:
-        torch.testing.assert_close(result.detach(), expected, **tolerances(expected.dtype))
-    except AssertionError:
-        expect_close(result, expected, SOFTMAX, tried, "os pesos", mistakes())
-    return result
+        allowed, w_, T = mask.expand(scores.shape), w.detach(), scores.size(-1)
+        empty = ~allowed.any(-1)  # (..., Tq): linhas totalmente bloqueadas
+        nan_rows = torch.isnan(w_).any(-1)
+        c.expect(
+            not nan_rows.any(),
+            f"A saída tem NaN em {int(nan_rows.sum())} linha(s), a primeira na linha {_first(nan_rows)}.",
+            NAN_HINTS[bool((nan_rows <= empty).all())],
+        )
+        c.expect(
+            not (empty.any() and torch.allclose(w_[empty], torch.full_like(w_[empty], 1 / T), atol=1e-6)),
+            f"As {int(empty.sum())} linha(s) totalmente bloqueadas saíram uniformes (1/{T} em cada posição).",
+            "pesos uniformes nas linhas totalmente bloqueadas: é o que acontece com -1e9 no lugar de -inf. "
+            "Uma consulta que não pode ver nada deve receber só zeros.",
+        )
+        worst = w_.masked_select(~allowed).abs().max().item() if not allowed.all() else 0.0
+        known = next((f"a saída coincide com {m.name}." for m in mistakes if _same(w_, m.value)), None)
+        c.expect(
+            worst == 0,
+            f"Posições bloqueadas receberam peso não nulo (maior: {worst:.3g}); devem ser exatamente 0.",
+            (known if worst else None)
+            or "o valor usado para bloquear não é negativo o bastante (exp dele não dá 0): "
+            "use -inf, ou zere as posições bloqueadas depois do softmax.",
+        )
+    c.close(w, expected, "os pesos", mistakes)
 
 
-def _scores(seed: int, shape: tuple[int, ...], dtype=torch.float32, scale: float = 1.0):
-    gen = seeded_generator(seed)
-    return gen, torch.randn(*shape, generator=gen, dtype=dtype) * scale
+def _scores(seed: int, shape: tuple[int, ...], dtype=torch.float32, scale: float = 1.0) -> torch.Tensor:
+    return torch.randn(*shape, generator=seeded_generator(seed), dtype=dtype) * scale
 
 
+@SOFTMAX.visible_check
 def check_masked_softmax(fn: Callable) -> None:
     """Testes visíveis de ``masked_softmax``."""
-    __tracebackhide__ = True
-    n = 0
-    # 1. Uma linha pequena com uma posição bloqueada.
-    scores = torch.tensor([[1.0, 2.0, 3.0, 0.5]])
-    mask = torch.tensor([[True, True, False, True]])
-    _run_softmax(fn, scores, mask, " (um exemplo pequeno)")
-    n += 1
-    # 2. Sem máscara: o softmax comum.
-    _, scores = _scores(70, (2, 3, 5))
-    _run_softmax(fn, scores, None)
-    n += 1
-    # 3. 4-D (B, H, T, T) com a máscara do decodificador (B, 1, T, T) difundida sobre as cabeças.
-    _, scores = _scores(71, (2, 3, 5, 5))
-    mask = _decoder_oracle(torch.tensor([[4, 6, 2, 0, 0], [9, 9, 9, 9, 1]]), 0)
-    _run_softmax(fn, scores, mask, " (causal E padding)")
-    n += 1
-    # 4. Uma linha totalmente bloqueada: deve sair com zeros (nem NaN, nem uniforme).
-    scores = torch.tensor([[0.3, -1.2, 2.0], [1.0, 0.0, -1.0]])
-    mask = torch.tensor([[True, False, True], [False, False, False]])
-    _run_softmax(fn, scores, mask, " (a segunda linha está toda bloqueada)")
-    n += 1
-    passed(SOFTMAX, n)
+    with SOFTMAX.check() as c:
+        scores, mask = torch.tensor([[1.0, 2.0, 3.0, 0.5]]), torch.tensor([[True, True, False, True]])
+        _softmax_case(c, fn, scores, mask, " (um exemplo pequeno)")
+        _softmax_case(c, fn, _scores(70, (2, 3, 5)), None)
+        # 4-D (B, H, T, T) com a máscara do decodificador (B, 1, T, T) difundida sobre as cabeças
+        mask = _decoder_oracle(torch.tensor([[4, 6, 2, 0, 0], [9, 9, 9, 9, 1]]), 0)
+        _softmax_case(c, fn, _scores(71, (2, 3, 5, 5)), mask, " (causal E padding)")
+        # uma linha totalmente bloqueada: deve sair com zeros (nem NaN, nem uniforme)
+        scores = torch.tensor([[0.3, -1.2, 2.0], [1.0, 0.0, -1.0]])
+        mask = torch.tensor([[True, False, True], [False, False, False]])
+        _softmax_case(c, fn, scores, mask, " (a segunda linha está toda bloqueada)")
 
 
-def check_masked_softmax_hidden(fn: Callable) -> None:
-    """Testes ocultos: float64, padding à esquerda, scores grandes, gradientes, zeros exatos, atalhos."""
-    __tracebackhide__ = True
-    n = 0
-    expect(
-        getattr(fn, "__code__", None) is not reference.masked_softmax.__code__,
-        SOFTMAX,
-        "origem da função",
-        "Sua função é a implementação de referência do pacote `transformer_course`.",
-        "escreva a sua própria implementação em vez de importá-la.",
-    )
-    n += 1
-    # float64, causal (T, T) difundida sobre (B, H, T, T)
-    _, scores = _scores(80, (2, 2, 4, 4), torch.float64)
-    _run_softmax(fn, scores, _causal_oracle(4), " (float64, causal (T, T))")
-    n += 1
-    # padding à esquerda + causal: as primeiras linhas ficam totalmente bloqueadas
-    _, scores = _scores(81, (2, 1, 5, 5))
-    mask = _decoder_oracle(torch.tensor([[0, 0, 3, 4, 5], [0, 2, 2, 2, 2]]), 0)
-    _run_softmax(fn, scores, mask, " (padding à esquerda: linhas totalmente bloqueadas)")
-    n += 1
-    # padding (B, 1, 1, T) com uma sequência só de pads
-    _, scores = _scores(82, (2, 2, 3, 4), torch.float64)
-    mask = _padding_oracle(torch.tensor([[1, 2, 0, 0], [0, 0, 0, 0]]), 0)
-    _run_softmax(fn, scores, mask, " (uma sequência só de pads)")
-    n += 1
-    # scores grandes: um softmax escrito à mão sem subtrair o máximo estoura
-    _, scores = _scores(83, (3, 6), scale=200.0)
-    mask = torch.rand(3, 6, generator=seeded_generator(84)) < 0.6
-    mask[:, 0] = True
-    _run_softmax(fn, scores, mask, " (scores da ordem de centenas)")
-    n += 1
-    # zeros exatos: scores perto de 0, onde exp(-100) ainda não é 0 em float32
-    scores = torch.zeros(2, 5)
-    mask = torch.tensor([[True, False, True, False, True], [False, True, True, True, True]])
-    _run_softmax(fn, scores, mask, " (scores nulos: as bloqueadas devem dar exatamente 0)")
-    n += 1
-    # gradientes finitos e iguais aos do oráculo, mesmo com uma linha totalmente bloqueada
-    _, base = _scores(85, (2, 3, 4), torch.float64)
-    mask = torch.tensor([[True, True, False, False], [False, False, False, False], [True, False, True, True]])
-    tried = _tried_softmax(base, mask, " (gradientes)")
+BACKWARD_HINT = (
+    "o `backward` falhou. Se o erro fala em 'modified by an inplace operation', você alterou no "
+    "lugar a saída do softmax (`w[w.isnan()] = 0`, `masked_fill_`, `nan_to_num_`...), que o "
+    "autograd guarda para calcular o gradiente; use `torch.where` ou `masked_fill` (sem `_`), "
+    "que criam um tensor novo."
+)
+
+
+def _gradient_case(c: Check, fn: Callable) -> None:
+    """Gradientes finitos e iguais aos do oráculo, mesmo com uma linha totalmente bloqueada."""
+    base = _scores(85, (2, 3, 4), torch.float64)
+    mask = torch.tensor([[True, True, False, False], [False] * 4, [True, False, True, True]])
+    c.case(_tried(base, mask, " (gradientes)"))
     mine, ref = base.clone().requires_grad_(), base.clone().requires_grad_()
-    weights = call(fn, SOFTMAX, tried, mine, mask)
-    expect(
+    weights = c.call(fn, mine, mask)
+    c.expect(
         isinstance(weights, torch.Tensor) and weights.requires_grad,
-        SOFTMAX,
-        tried,
         "A saída não está ligada ao grafo de gradientes (use só operações do PyTorch, "
         "sem `.detach()`, `.numpy()` ou `.item()`).",
     )
-    expect(
-        tuple(weights.shape) == tuple(base.shape),
-        SOFTMAX,
-        tried,
-        f"Esperava um tensor da forma de `scores`, {tuple(base.shape)}; veio {describe(weights)}.",
-    )
+    c.shape(weights, base.shape, "os pesos")
     probe = torch.randn(base.shape, generator=seeded_generator(86), dtype=base.dtype)
-    call(
-        lambda: (weights * probe).sum().backward(),
-        SOFTMAX,
-        tried,
-        hint_on_error=(
-            "o `backward` falhou. Se o erro fala em 'modified by an inplace operation', você alterou no "
-            "lugar a saída do softmax (`w[w.isnan()] = 0`, `masked_fill_`, `nan_to_num_`...), que o "
-            "autograd guarda para calcular o gradiente; use `torch.where` ou `masked_fill` (sem `_`), "
-            "que criam um tensor novo."
-        ),
-    )
+    c.call(lambda: (weights * probe).sum().backward(), hint_on_error=BACKWARD_HINT)
     (_softmax_oracle(ref, mask) * probe).sum().backward()
-    expect(
+    c.expect(
         mine.grad is not None,
-        SOFTMAX,
-        tried,
         "Nenhum gradiente chegou a `scores`.",
         "a saída precisa ser calculada a partir de `scores` com operações do PyTorch (sem `.detach()`).",
     )
-    expect(
+    c.expect(
         bool(torch.isfinite(mine.grad).all()),
-        SOFTMAX,
-        tried,
         "O gradiente em `scores` tem NaN ou infinitos.",
         "o NaN da linha totalmente bloqueada voltou pelo gradiente; zere essa linha com "
         "`masked_fill`/`torch.where` de modo que a conta 0/0 não entre no grafo.",
     )
-    expect_close(mine.grad, ref.grad, SOFTMAX, tried, "o gradiente em `scores`")
-    n += 1
-    # atalho proibido: pesos tirados de F.scaled_dot_product_attention
-    _, scores = _scores(87, (2, 3, 3))
-    with forbid_torch_functions(F.scaled_dot_product_attention) as mode:
-        call(fn, SOFTMAX, "chamada vigiada", scores, torch.ones(3, 3, dtype=torch.bool).tril())
-    expect(
-        not mode.used,
-        SOFTMAX,
-        _tried_softmax(scores, None),
-        "Sua função chama `F.scaled_dot_product_attention`.",
-        "o exercício pede o softmax mascarado escrito por você.",
-    )
-    n += 1
-    passed(SOFTMAX, n, "(testes ocultos)")
+    c.close(mine.grad, ref.grad, "o gradiente em `scores`")
+
+
+@SOFTMAX.hidden_check
+def check_masked_softmax_hidden(fn: Callable) -> None:
+    """Testes ocultos: float64, padding à esquerda, scores grandes, zeros exatos, gradientes, dispositivo."""
+    with SOFTMAX.check(hidden=True) as c:
+        scores, tril = _scores(87, (2, 3, 3)), _causal_oracle(3)
+        c.case(_tried(scores, tril, " (chamada vigiada)")).forbid(
+            [F.scaled_dot_product_attention],
+            lambda: fn(scores, tril),
+            "Sua função chama `F.scaled_dot_product_attention`.",
+            "o exercício pede o softmax mascarado escrito por você.",
+        )
+        c.refuse_reference(fn, reference.masked_softmax, lambda: fn(scores, tril))
+        _softmax_case(
+            c, fn, _scores(80, (2, 2, 4, 4), torch.float64), _causal_oracle(4), " (float64, (T, T))"
+        )
+        mask = _decoder_oracle(torch.tensor([[0, 0, 3, 4, 5], [0, 2, 2, 2, 2]]), 0)
+        _softmax_case(c, fn, _scores(81, (2, 1, 5, 5)), mask, " (padding à esquerda: linhas vazias)")
+        mask = _decoder_oracle(torch.tensor([[1, 2, 0, 0], [0, 0, 0, 0]]), 0, causal=False)
+        _softmax_case(c, fn, _scores(82, (2, 2, 3, 4), torch.float64), mask, " (uma sequência só de pads)")
+        # scores grandes: um softmax escrito à mão sem subtrair o máximo estoura
+        mask = torch.rand(3, 6, generator=seeded_generator(84)) < 0.6
+        mask[:, 0] = True
+        _softmax_case(c, fn, _scores(83, (3, 6), scale=200.0), mask, " (scores da ordem de centenas)")
+        # zeros exatos: scores perto de 0, onde exp(-100) ainda não é 0 em float32
+        mask = torch.tensor([[True, False, True, False, True], [False, True, True, True, True]])
+        _softmax_case(c, fn, torch.zeros(2, 5), mask, " (scores nulos: as bloqueadas devem dar exatamente 0)")
+        _gradient_case(c, fn)
+        c.case("scores (2, 3, 4) e máscara (3, 4) no dispositivo 'meta' (só formas): os pesos ficam nele")
+        scores, mask = torch.zeros(2, 3, 4, device="meta"), torch.ones(3, 4, dtype=torch.bool, device="meta")
+        hint = "um tensor auxiliar ficou fora do dispositivo de `scores`: use `zeros_like`, `masked_fill`..."
+        _on_device(c, lambda: fn(scores, mask), "meta", hint)
+
+
+EXERCISES = (CAUSAL, PADDING, DECODER, SOFTMAX)

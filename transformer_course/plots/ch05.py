@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import matplotlib
 import numpy as np
 import torch
 from matplotlib.colors import ListedColormap
@@ -12,7 +13,7 @@ from matplotlib.patches import Patch
 
 from .common import PALETTE, SEQUENTIAL, to_numpy
 
-__all__ = ["MASK_CMAP", "draw_mask", "mask_panels", "nan_heatmaps"]
+__all__ = ["MASK_CMAP", "NAN_COLOR", "draw_mask", "mask_panels", "nan_heatmaps"]
 
 # bloqueado = cinza claro, pode atender = azul (paleta colorblind)
 MASK_CMAP = ListedColormap(["#e6e6e6", PALETTE[0]])
@@ -74,7 +75,7 @@ def nan_heatmaps(
     n = len(weights)
     fig = Figure(figsize=(3.7 * n + 0.8, 3.8), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, n))
-    cmap = __import__("matplotlib").colormaps[SEQUENTIAL].with_extremes(bad=NAN_COLOR)
+    cmap = matplotlib.colormaps[SEQUENTIAL].with_extremes(bad=NAN_COLOR)
     image = None
     for ax, w, title in zip(axes, weights, titles):
         a = to_numpy(w).astype(float)

@@ -1,4 +1,8 @@
-"""Exploração do capítulo 5: comprimento, padding e causal -> a máscara combinada e os pesos."""
+"""Exploração do capítulo 5: comprimento, padding e causal -> a máscara combinada e os pesos.
+
+As máscaras e o softmax mascarado são os do pacote (``transformer_course.masks``); o widget só
+escolhe os ids, recorta os scores e desenha.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MultipleLocator
 
+from ..masks import causal_mask, masked_softmax, padding_mask
 from ..plots import PALETTE, SEQUENTIAL
 from ..plots.ch05 import MASK_CMAP, NAN_COLOR
+from ..runtime import one_thread
 from ._view import PngRenderer, interactive_png
 
 __all__ = ["MaskExplorer", "mask_widget"]
@@ -29,7 +35,6 @@ class MaskExplorer:
         self.max_len = max_len
         gen = torch.Generator().manual_seed(seed)
         self.scores = torch.randn(max_len, max_len, generator=gen) * 1.5
-        self.scores_np = self.scores.numpy().astype(np.float64)
         self.fig = Figure(figsize=(13, 4.4), layout="constrained")
         axes = self.fig.subplots(1, 3)
         empty = np.zeros((max_len, max_len))
@@ -68,31 +73,23 @@ class MaskExplorer:
     def masks(self, seq_len: int, n_pad: int, causal: bool, pad_side: str = "direita") -> np.ndarray:
         """A máscara combinada (T, T), booleana, para uma sequência com ``n_pad`` pads."""
         n_pad = min(max(n_pad, 0), seq_len)
-        real = np.ones(seq_len, dtype=bool)
-        if n_pad:
-            if pad_side == "esquerda":
-                real[:n_pad] = False
-            else:
-                real[seq_len - n_pad :] = False
-        mask = np.broadcast_to(real[None, :], (seq_len, seq_len))  # (1, T) -> (T, T): bloqueia colunas
-        if causal:
-            mask = mask & np.tri(seq_len, dtype=bool)
-        return mask
+        ids = torch.ones(1, seq_len, dtype=torch.long)  # 0 = <pad>
+        ids[0, slice(0, n_pad) if pad_side == "esquerda" else slice(seq_len - n_pad, seq_len)] = 0
+        with one_thread():
+            # (1, 1, 1, T) -> (T, T): a mesma linha para toda consulta, bloqueia colunas
+            mask = padding_mask(ids)[0, 0].expand(seq_len, seq_len)
+            if causal:
+                mask = mask & causal_mask(seq_len)
+        return mask.contiguous().numpy()
 
     def weights(self, seq_len: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Pesos com o softmax comum e -inf (NaN nas linhas vazias) e com o softmax mascarado.
-
-        Em NumPy (tensores minúsculos; sem a latência de threads do PyTorch); um teste do
-        pacote prova que coincide com :func:`transformer_course.masks.masked_softmax`.
-        """
-        scores = self.scores_np[:seq_len, :seq_len]
-        filled = np.where(mask, scores, -np.inf)
-        with np.errstate(invalid="ignore"):
-            top = filled.max(axis=-1, keepdims=True)
-            e = np.exp(filled - top)
-            plain = e / e.sum(axis=-1, keepdims=True)  # 0/0 = NaN nas linhas vazias
-        safe = np.where(mask.any(-1, keepdims=True), np.nan_to_num(plain), 0.0)
-        return plain, safe
+        """Pesos com o softmax comum e -inf (NaN nas linhas vazias) e com ``masked_softmax``, em float64."""
+        scores = self.scores[:seq_len, :seq_len].double()
+        allowed = torch.from_numpy(np.ascontiguousarray(mask))
+        with one_thread():
+            plain = scores.masked_fill(~allowed, float("-inf")).softmax(-1)  # 0/0 = NaN nas linhas vazias
+            safe = masked_softmax(scores, allowed)
+        return plain.numpy(), safe.numpy()
 
     def update(self, seq_len: int, n_pad: int, causal: bool, pad_side: str = "direita") -> Figure:
         """Atualiza a figura e a devolve (o desenho acontece ao exibi-la)."""
