@@ -42,30 +42,24 @@ import os
 import torch
 
 from transformer_course import plots
-from transformer_course.checks import (
-    check_attention_cost,
-    check_attention_cost_hidden,
-    check_family_quiz,
-    check_family_quiz_item,
-    check_generate,
-    check_generate_hidden,
-    check_kaplan_loss,
-    check_kaplan_loss_hidden,
-)
-from transformer_course.costs import count_parameters, loglog_slope, measure_attention_memory, time_attention
+from transformer_course.checks import check_attention_cost, check_family_quiz, check_generate, check_kaplan_loss
+from transformer_course.costs import count_parameters
 from transformer_course.costs import kaplan_loss as kaplan_loss_ref
-from transformer_course.runtime import get_device, seeded_generator
-from transformer_course.generation import (
-    GPTConfig,
-    TinyGPT,
-    next_token_distribution,
+from transformer_course.experiments.ch07 import (
+    loglog_slope,
+    measure_attention_memory,
+    sequence_accuracy,
+    time_attention,
+    train_dates,
     train_gpt,
     training_report,
 )
+from transformer_course.generation import GPTConfig, TinyGPT, next_token_distribution
 from transformer_course.generation import generate as generate_ref
 from transformer_course.layers import TransformerClassifier
 from transformer_course.masks import assert_causal
-from transformer_course.seq2seq import DateSeq2Seq, DateVocab, sequence_accuracy, train_dates, translate_dates
+from transformer_course.runtime import get_device, seeded_generator
+from transformer_course.seq2seq import DateSeq2Seq, DateVocab, translate_dates
 from transformer_course.text import CharTokenizer, course_corpus, train_val_split, unigram_baseline
 
 torch.manual_seed(0)
@@ -234,31 +228,41 @@ check_family_quiz(respostas_quiz)
 # %% nbgrader={"grade": true, "grade_id": "test_quiz_hidden_a", "locked": true, "points": 0.5, "schema_version": 3, "solution": false, "task": false}
 # Teste oculto: o item a.
 ### BEGIN HIDDEN TESTS
-check_family_quiz_item(respostas_quiz, "a")
+from transformer_course.tamper import hidden_check
+
+hidden_check("07_familias", "test_quiz_hidden_a", globals())(respostas_quiz, a="encoder")
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_quiz_hidden_b", "locked": true, "points": 0.5, "schema_version": 3, "solution": false, "task": false}
 # Teste oculto: o item b.
 ### BEGIN HIDDEN TESTS
-check_family_quiz_item(respostas_quiz, "b")
+from transformer_course.tamper import hidden_check
+
+hidden_check("07_familias", "test_quiz_hidden_b", globals())(respostas_quiz, b="encoder-decoder")
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_quiz_hidden_c", "locked": true, "points": 0.5, "schema_version": 3, "solution": false, "task": false}
 # Teste oculto: o item c.
 ### BEGIN HIDDEN TESTS
-check_family_quiz_item(respostas_quiz, "c")
+from transformer_course.tamper import hidden_check
+
+hidden_check("07_familias", "test_quiz_hidden_c", globals())(respostas_quiz, c="decoder")
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_quiz_hidden_d", "locked": true, "points": 0.5, "schema_version": 3, "solution": false, "task": false}
 # Teste oculto: o item d.
 ### BEGIN HIDDEN TESTS
-check_family_quiz_item(respostas_quiz, "d")
+from transformer_course.tamper import hidden_check
+
+hidden_check("07_familias", "test_quiz_hidden_d", globals())(respostas_quiz, d="encoder")
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_quiz_hidden_e", "locked": true, "points": 0.5, "schema_version": 3, "solution": false, "task": false}
 # Teste oculto: o item e.
 ### BEGIN HIDDEN TESTS
-check_family_quiz_item(respostas_quiz, "e")
+from transformer_course.tamper import hidden_check
+
+hidden_check("07_familias", "test_quiz_hidden_e", globals())(respostas_quiz, e="encoder-decoder")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -398,8 +402,8 @@ plots.next_char_figure(tokenizador.chars, distribuicoes, "Próximo caractere dep
 #   mantenha todos);
 # - sorteie com `torch.multinomial(..., generator=generator)`, para que a mesma semente dê o mesmo texto
 #   (nunca o gerador global);
-# - se o modelo tiver o atributo `max_len`, passe a ele só os últimos `max_len` tokens
-#   (`getattr(model, "max_len", None)`);
+# - passe ao modelo a sequência inteira até aqui; se ele tiver o atributo `max_len`, só os últimos
+#   `max_len` tokens (`getattr(model, "max_len", None)`);
 # - `max_new_tokens < 0` ou `temperature < 0`: `ValueError` com mensagem; não modifique `prompt_ids`.
 #
 # Os testes usam um modelo de brinquedo cujos logits são conhecidos (uma tabela de bigramas) e
@@ -409,8 +413,10 @@ plots.next_char_figure(tokenizador.chars, distribuicoes, "Próximo caractere dep
 def generate(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, generator=None):
     """Acrescenta max_new_tokens tokens ao prompt, um por vez."""
     ### BEGIN SOLUTION
-    if max_new_tokens < 0 or temperature < 0:
-        raise ValueError("max_new_tokens e temperature não podem ser negativos.")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens deve ser >= 0; recebido {max_new_tokens}.")
+    if temperature < 0:
+        raise ValueError(f"temperature deve ser >= 0; recebida {temperature}.")
     max_len = getattr(model, "max_len", None)
     ids = prompt_ids
     for _ in range(max_new_tokens):
@@ -437,7 +443,9 @@ check_generate(generate)
 # Testes ocultos: float64, prompt maior que max_len, top-k = 1, top-k maior que o vocabulário,
 # temperatura e top-k juntos, max_new_tokens = 0, ValueError.
 ### BEGIN HIDDEN TESTS
-check_generate_hidden(generate)
+from transformer_course.tamper import hidden_check
+
+hidden_check("07_familias", "test_generate_hidden", globals())(generate)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -499,7 +507,7 @@ def attention_cost(seq_len, d_model):
     """FLOPs de QKᵀ e pesos·V (todas as cabeças) e bytes da matriz de scores n×n de uma cabeça."""
     ### BEGIN SOLUTION
     if seq_len <= 0 or d_model <= 0:
-        raise ValueError("seq_len e d_model devem ser positivos.")
+        raise ValueError(f"seq_len e d_model devem ser positivos; recebidos {seq_len} e {d_model}.")
     scores = 2 * seq_len * seq_len * d_model  # QKᵀ: n² produtos escalares de d termos
     mix = 2 * seq_len * seq_len * d_model  # pesos·V
     return {"flops": scores + mix, "score_bytes": 4 * seq_len * seq_len}
@@ -512,7 +520,9 @@ check_attention_cost(attention_cost)
 # %% nbgrader={"grade": true, "grade_id": "test_attention_cost_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: outros tamanhos, crescimento quadrático, ValueError.
 ### BEGIN HIDDEN TESTS
-check_attention_cost_hidden(attention_cost)
+from transformer_course.tamper import hidden_check
+
+hidden_check("07_familias", "test_attention_cost_hidden", globals())(attention_cost)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -590,8 +600,8 @@ def kaplan_loss(n_params):
     """Perda prevista pela lei L(N) = (N_c / N)^α_N de Kaplan et al. (2020)."""
     ### BEGIN SOLUTION
     if n_params <= 0:
-        raise ValueError("n_params deve ser positivo.")
-    N_c, alpha_N = 8.8e13, 0.076
+        raise ValueError(f"n_params deve ser positivo; recebido {n_params}.")
+    N_c, alpha_N = 8.8e13, 0.076  # Kaplan et al. (2020), tabela 5: parâmetros sem embeddings
     return float((N_c / n_params) ** alpha_N)
     ### END SOLUTION
 
@@ -602,7 +612,9 @@ check_kaplan_loss(kaplan_loss)
 # %% nbgrader={"grade": true, "grade_id": "test_kaplan_loss_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: outros tamanhos, monotonia, ValueError.
 ### BEGIN HIDDEN TESTS
-check_kaplan_loss_hidden(kaplan_loss)
+from transformer_course.tamper import hidden_check
+
+hidden_check("07_familias", "test_kaplan_loss_hidden", globals())(kaplan_loss)
 ### END HIDDEN TESTS
 
 # %% [markdown]

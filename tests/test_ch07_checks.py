@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from transformer_course import checks
+from transformer_course.checks import ch07 as checks
 from transformer_course.costs import attention_cost, kaplan_loss
 from transformer_course.generation import generate
 
@@ -25,6 +25,8 @@ def _gen(
     zero="argmax",
     position=-1,
     keep_prompt=True,
+    axis=-1,
+    context="all",
 ):
     """Fábrica de implementações de ``generate`` com um erro escolhido."""
 
@@ -34,7 +36,7 @@ def _gen(
         ids = prompt_ids
         max_len = getattr(model, "max_len", None)
         for _ in range(max_new_tokens):
-            ctx = ids
+            ctx = ids if context == "all" else ids[:, -1:]
             if max_len is not None and crop == "last":
                 ctx = ids[:, -max_len:]
             elif max_len is not None and crop == "first":
@@ -54,7 +56,7 @@ def _gen(
                         logits = logits.masked_fill(logits < kth, float("-inf"))
                     elif topk == "smallest":
                         logits = logits.masked_fill(logits > kth, float("-inf"))
-                probs = logits.softmax(-1)
+                probs = logits.softmax(axis)
                 if temp == "after":
                     probs = probs / temperature
                 g = generator if rng == "gen" else None
@@ -137,6 +139,21 @@ def test_generate_mistakes_are_named(fn, diagnosis):
         checks.check_generate(fn)
 
 
+def test_generate_names_softmax_over_the_batch_axis():
+    """`softmax(dim=0)` (o eixo do lote) deixa todo token igualmente provável: a mensagem diz o eixo."""
+    with pytest.raises(AssertionError, match=r"eixo do LOTE \(`dim=0`\)"):
+        checks.check_generate(_gen(axis=0))
+
+
+def test_generate_names_a_context_shorter_than_the_sequence():
+    """Passar ao modelo só o último token engana um modelo de bigramas (os tokens saem certos), mas não
+    um GPT: a verificação conta o contexto que o modelo recebeu."""
+    with pytest.raises(
+        AssertionError, match=r"(?s)deveria ver 7 tokens no último passo; viu 1.*sequência inteira"
+    ):
+        checks.check_generate(_gen(context="last_token"))
+
+
 def test_generate_hidden_checks_value_errors():
     def no_validation(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, generator=None):
         return _gen()(model, prompt_ids, max(max_new_tokens, 0), abs(temperature), top_k, generator)
@@ -202,7 +219,7 @@ def test_kaplan_reference_matches_plain_formula():
     [
         _kaplan(lambda n: (8.8e13 / n) ** 0.076),
         _kaplan(lambda n: math.exp(0.076 * (math.log(8.8e13) - math.log(n)))),
-        _kaplan(lambda n: torch.tensor(8.8e13 / n, dtype=torch.float64).pow(0.076)),
+        _kaplan(lambda n: torch.tensor(8.8e13 / n, dtype=torch.float64).pow(0.076).item()),
     ],
 )
 def test_kaplan_correct_variants_pass(fn):
@@ -224,6 +241,36 @@ def test_kaplan_correct_variants_pass(fn):
 def test_kaplan_mistakes_are_named(fn, diagnosis):
     with pytest.raises(AssertionError, match=diagnosis):
         checks.check_kaplan_loss(fn)
+
+
+def test_kaplan_tensor_is_not_a_python_number():
+    """O enunciado pede um `float`: um tensor de um elemento é recusado, com a dica do `.item()`."""
+    tensor_answer = _kaplan(lambda n: torch.tensor(8.8e13 / n, dtype=torch.float64).pow(0.076))
+    with pytest.raises(AssertionError, match=r"(?s)número do Python.*veio tensor.*\.item\(\)"):
+        checks.check_kaplan_loss(tensor_answer)
+
+
+def test_attention_cost_tensor_is_not_a_python_number():
+    fn = _cost(lambda n, d: torch.tensor(4 * n * n * d), lambda n, d: 4 * n * n)
+    with pytest.raises(AssertionError, match=r"(?s)`flops`.*\.item\(\)"):
+        checks.check_attention_cost(fn)
+
+
+def test_kaplan_hidden_refuses_the_reference_in_disguise():
+    with pytest.raises(AssertionError, match="origem da resposta"):
+        checks.check_kaplan_loss_hidden(lambda n: kaplan_loss(n))
+
+
+def test_quiz_hidden_answers_come_from_the_cell():
+    """O pacote não guarda as respostas: a célula oculta as passa; uma resposta esperada inválida é erro
+    do instrutor (ValueError), não do aluno."""
+    checks.check_family_quiz_hidden(RIGHT, c="decoder")
+    with pytest.raises(AssertionError, match=r"Item 'c': a família 'decoder' não é"):
+        checks.check_family_quiz_hidden(RIGHT, c="encoder")
+    with pytest.raises(ValueError):
+        checks.check_family_quiz_hidden(RIGHT, z="encoder")
+    with pytest.raises(ValueError):
+        checks.check_family_quiz_hidden(RIGHT)
 
 
 def test_kaplan_hidden_requires_value_error():
@@ -282,7 +329,7 @@ RIGHT = {"a": "encoder", "b": "encoder-decoder", "c": "decoder", "d": "encoder",
 
 def test_quiz_right_answers_and_aliases_pass():
     checks.check_family_quiz(RIGHT)
-    checks.check_family_quiz_hidden(RIGHT)
+    checks.check_family_quiz_hidden(RIGHT, **RIGHT)
     aliases = {
         "a": "Encoder-only",
         "b": "codificador-decodificador",
@@ -290,30 +337,30 @@ def test_quiz_right_answers_and_aliases_pass():
         "d": "ENCODER",
         "e": "encoder_decoder",
     }
-    checks.check_family_quiz_hidden(aliases)
+    checks.check_family_quiz_hidden(aliases, **RIGHT)
 
 
 def test_quiz_wrong_answer_named_without_revealing():
     wrong = dict(RIGHT, c="encoder")
     checks.check_family_quiz(wrong)  # o teste visível só olha o formato
     with pytest.raises(AssertionError, match=r"\['c'\]"):
-        checks.check_family_quiz_hidden(wrong)
+        checks.check_family_quiz_hidden(wrong, **RIGHT)
 
 
 def test_quiz_gives_credit_per_item():
     """Cada item tem a sua célula oculta: um item errado (ou em branco) não derruba os outros."""
     wrong = dict(RIGHT, e="encoder", c=...)
     for key in "abd":
-        checks.check_family_quiz_item(wrong, key)
-        checks.check_family_quiz_item(lambda: dict(wrong), key)
+        checks.check_family_quiz_hidden(wrong, **{key: RIGHT[key]})
+        checks.check_family_quiz_hidden(lambda: dict(wrong), **{key: RIGHT[key]})
     with pytest.raises(AssertionError, match=r"Item 'e': a família 'encoder' não é"):
-        checks.check_family_quiz_item(wrong, "e")
+        checks.check_family_quiz_hidden(wrong, e=RIGHT["e"])
     with pytest.raises(AssertionError, match=r"não respondeu o item 'c'"):
-        checks.check_family_quiz_item(wrong, "c")
+        checks.check_family_quiz_hidden(wrong, c=RIGHT["c"])
     with pytest.raises(AssertionError, match="não é uma das famílias"):
-        checks.check_family_quiz_item(dict(RIGHT, a="bert"), "a")
+        checks.check_family_quiz_hidden(dict(RIGHT, a="bert"), a=RIGHT["a"])
     for key in RIGHT:
-        checks.check_family_quiz_item(RIGHT, key)
+        checks.check_family_quiz_hidden(RIGHT, **{key: RIGHT[key]})
 
 
 @pytest.mark.parametrize(

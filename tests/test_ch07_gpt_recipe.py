@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from transformer_course.costs import count_parameters
-from transformer_course.generation import GPTConfig, TinyGPT, train_gpt, training_report
+from transformer_course.experiments.ch07 import train_gpt, training_report
+from transformer_course.generation import GPTConfig, TinyGPT
 
 SMALL = dict(vocab_size=13, max_len=8, d_model=16, n_heads=2, n_layers=1, d_ff=32)
 
@@ -54,7 +55,7 @@ def test_schedule_follows_time_when_time_runs_out_first(monkeypatch):
     torch.manual_seed(0)
     model = TinyGPT(GPTConfig(**SMALL))
     clock = iter(range(10_000))
-    monkeypatch.setattr("transformer_course.generation.time.perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr("transformer_course.experiments.ch07.time.perf_counter", lambda: float(next(clock)))
     seen = []
     real_step = torch.optim.AdamW.step
 

@@ -11,15 +11,9 @@ from matplotlib.figure import Figure
 
 from transformer_course import plots
 from transformer_course.checks.ch07 import ToyBigramModel
-from transformer_course.costs import (
-    attention_cost,
-    count_parameters,
-    kaplan_loss,
-    loglog_slope,
-    naive_attention,
-    time_attention,
-)
-from transformer_course.generation import GPTConfig, TinyGPT, generate, next_token_distribution, train_gpt
+from transformer_course.costs import attention_cost, count_parameters, kaplan_loss, naive_attention
+from transformer_course.experiments.ch07 import loglog_slope, time_attention, train_gpt
+from transformer_course.generation import GPTConfig, TinyGPT, generate, next_token_distribution
 from transformer_course.seq2seq import DateSeq2Seq, DateVocab, date_in_words, make_date_batch, translate_dates
 from transformer_course.text import (
     CharTokenizer,
@@ -163,7 +157,7 @@ def test_figures_are_figures():
         plots.training_curves_figure(
             {"step": [0, 1], "train_loss": [float("nan"), 2.0], "val_loss": [3.0, 2.5]}, 3.1, 40
         ),
-        plots.next_char_figure(list("abc"), {"T = 1": torch.tensor([0.2, 0.5, 0.3])}, "t"),
+        plots.next_char_figure(list("abc"), {"τ = 1": torch.tensor([0.2, 0.5, 0.3])}, "t"),
         plots.cross_attention_figure(torch.rand(4, 3), "abcd", "xyz", "t"),
     ]
     assert all(isinstance(f, Figure) for f in figs)

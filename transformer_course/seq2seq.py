@@ -3,17 +3,15 @@
 "30/11/2026" -> "trinta de novembro de 2026". A entrada inteira está disponível desde o
 início (o codificador a lê nos dois sentidos); a saída tem outro comprimento e é gerada
 caractere a caractere pelo decodificador, que consulta a entrada pela atenção cruzada.
+O treino (*teacher forcing*) e a medida de acerto ficam em ``experiments.ch07``.
 
 Formas: B lote, S comprimento da fonte, T comprimento do alvo, D d_model, V vocabulário.
 """
 
 from __future__ import annotations
 
-import time
-
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from .layers import DecoderLayer, TransformerEncoder
 from .masks import causal_mask
@@ -23,8 +21,6 @@ __all__ = [
     "DateVocab",
     "date_in_words",
     "make_date_batch",
-    "sequence_accuracy",
-    "train_dates",
     "translate_dates",
 ]
 
@@ -170,39 +166,6 @@ class DateSeq2Seq(nn.Module):
         return (logits, cross) if return_cross else logits
 
 
-def train_dates(
-    model: DateSeq2Seq,
-    vocab: DateVocab,
-    steps: int = 300,
-    batch_size: int = 64,
-    lr: float = 3e-3,
-    max_seconds: float = 15.0,
-    seed: int = 0,
-) -> dict[str, list[float]]:
-    """Treino com *teacher forcing*: o decodificador recebe o alvo deslocado e prevê o próximo caractere."""
-    gen = torch.Generator().manual_seed(seed)
-    device = next(model.parameters()).device
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    history: dict[str, list[float]] = {"step": [], "loss": []}
-    start = time.perf_counter()
-    model.train()
-    for step in range(1, steps + 1):
-        src, tgt_in, tgt_out, _ = make_date_batch(vocab, batch_size, gen)
-        logits = model(src.to(device), tgt_in.to(device))
-        loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.to(device).flatten(), ignore_index=vocab.PAD)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        history["step"].append(step)
-        history["loss"].append(loss.item())
-        if time.perf_counter() - start > max_seconds:
-            break
-    model.eval()
-    history["seconds"] = [time.perf_counter() - start]
-    return history
-
-
 @torch.no_grad()
 def translate_dates(model: DateSeq2Seq, vocab: DateVocab, dates: list[str]) -> list[str]:
     """Decodificação gulosa: o decodificador gera um caractere por passo até o fim (EOS)."""
@@ -215,10 +178,3 @@ def translate_dates(model: DateSeq2Seq, vocab: DateVocab, dates: list[str]) -> l
         if bool((ids == vocab.EOS).any(dim=1).all()):
             break
     return [vocab.decode(row[1:]) for row in ids]
-
-
-def sequence_accuracy(model: DateSeq2Seq, vocab: DateVocab, n: int = 200, seed: int = 99) -> float:
-    """Fração de datas novas escritas exatamente certas."""
-    _, _, _, texts = make_date_batch(vocab, n, torch.Generator().manual_seed(seed))
-    predicted = translate_dates(model, vocab, [t for t, _ in texts])
-    return sum(p == w for p, (_, w) in zip(predicted, texts)) / n

@@ -1,53 +1,41 @@
-"""Verificações do capítulo 7: ``generate``, ``kaplan_loss``, ``attention_cost`` e o questionário.
+"""Verificações do capítulo 7: o questionário, ``generate``, ``attention_cost`` e ``kaplan_loss``.
 
-Oráculos independentes do código do aluno: para ``generate``, um modelo de brinquedo
-cujos logits são conhecidos (uma tabela de bigramas: os logits de cada posição só
-dependem do token daquela posição), a escolha gulosa escrita como um laço simples e as
-frequências de milhares de sorteios comparadas com ``softmax(logits / temperature)``; para as
-fórmulas, a fórmula escrita de novo aqui.
+Oráculos independentes do aluno: para ``generate``, um modelo de brinquedo de logits conhecidos
+(bigramas), a escolha gulosa num laço simples e as frequências de milhares de sorteios contra
+``softmax(logits / temperature)``; para as fórmulas, a fórmula escrita de novo aqui. As respostas do
+questionário não ficam no pacote: cada célula oculta passa a resposta certa do seu item.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from .. import costs as reference_costs
-from .. import generation as reference_generation
+from ..costs import attention_cost as attention_cost_ref
+from ..costs import kaplan_loss as kaplan_loss_ref
+from ..exercises import Exercise, GradedCell
+from ..feedback import Check, Mistake, describe
+from ..generation import generate as generate_ref
 from ..runtime import seeded_generator
-from ..feedback import (
-    CheckFailure,
-    call,
-    describe,
-    expect,
-    expect_raises,
-    expect_unchanged,
-    one_thread,
-    passed,
-    snapshot,
-)
 
-__all__ = [
-    "ToyBigramModel",
-    "check_attention_cost",
-    "check_attention_cost_hidden",
-    "check_family_quiz",
-    "check_family_quiz_hidden",
-    "check_family_quiz_item",
-    "check_generate",
-    "check_generate_hidden",
-    "check_kaplan_loss",
-    "check_kaplan_loss_hidden",
-]
+__all__ = ["check_attention_cost", "check_family_quiz", "check_generate", "check_kaplan_loss"]
 
-GENERATE = "generate"
-KAPLAN = "kaplan_loss"
-COST = "attention_cost"
-QUIZ = "respostas_quiz"
+CHAPTER = "07_familias"
+QUIZ_KEYS = ("a", "b", "c", "d", "e")
+
+
+def _exercise(name, reference, points, hidden_points):
+    cells = GradedCell(f"test_{name}", points), GradedCell(f"test_{name}_hidden", hidden_points, True)
+    return Exercise(CHAPTER, name, reference, cells)
+
+
+QUIZ_HIDDEN = tuple(GradedCell(f"test_quiz_hidden_{key}", 0.5, True) for key in QUIZ_KEYS)
+QUIZ = Exercise(CHAPTER, "respostas_quiz", None, (GradedCell("test_quiz", 0.5), *QUIZ_HIDDEN), "questionário")
+GENERATE = _exercise("generate", generate_ref, 3, 3)
+COST = _exercise("attention_cost", attention_cost_ref, 2, 1)
+KAPLAN = _exercise("kaplan_loss", kaplan_loss_ref, 1, 1)
 
 
 # ---------------------------------------------------------------- o modelo de brinquedo
@@ -57,7 +45,7 @@ class ToyBigramModel(nn.Module):
     """Modelo de brinquedo: os logits da posição t são ``table[ids[:, t]]``.
 
     Com ``max_len``, recusa contextos mais longos (como um GPT de verdade, cuja tabela
-    de posições acaba em ``max_len``).
+    de posições acaba em ``max_len``). ``longest_context`` guarda o maior contexto recebido.
 
     Formas:
         ids (B, T) -> logits (B, T, V)
@@ -74,100 +62,33 @@ class ToyBigramModel(nn.Module):
         T = ids.size(1)
         self.longest_context = max(self.longest_context, T)
         if hasattr(self, "max_len") and T > self.max_len:
-            raise RuntimeError(
-                f"o modelo recebeu um contexto de {T} tokens, mas só enxerga max_len = {self.max_len}"
-            )
+            raise RuntimeError(f"contexto de {T} tokens, mas o modelo só enxerga max_len = {self.max_len}")
         return self.table[ids]  # (B, T) -> (B, T, V)
 
 
 def _table(V: int, seed: int, dtype=torch.float32) -> torch.Tensor:
     """Logits de bigramas com máximo único em cada linha."""
-    gen = seeded_generator(seed)
-    return (torch.randn(V, V, generator=gen, dtype=torch.float64) * 2).to(dtype)
+    return (torch.randn(V, V, generator=seeded_generator(seed), dtype=torch.float64) * 2).to(dtype)
 
 
-def _row_model(logits: torch.Tensor, max_len: int | None = None) -> ToyBigramModel:
+def _row_model(logits: torch.Tensor) -> ToyBigramModel:
     """Todo token leva à mesma linha de logits: o próximo token tem sempre a mesma distribuição."""
-    return ToyBigramModel(logits.expand(logits.numel(), -1).clone(), max_len)
+    return ToyBigramModel(logits.expand(logits.numel(), -1).clone())
 
 
-def _greedy(
-    table: torch.Tensor, prompt: torch.Tensor, n: int, mode: str = "right", max_len: int | None = None
-) -> torch.Tensor:
+def _greedy(table, prompt, n, mode="right", max_len=None) -> torch.Tensor:
     """A escolha gulosa em laço; ``mode`` produz os erros conhecidos."""
     ids = prompt.clone()
     for _ in range(n):
-        if mode == "first_position":
-            last = ids[:, 0]
-        elif mode == "crop_first" and max_len is not None:
-            last = ids[:, :max_len][:, -1]
-        else:
-            last = ids[:, -1]
-        nxt = table[last].argmax(dim=-1, keepdim=True)
-        ids = torch.cat([ids, nxt], dim=1)
+        context = ids[:, :1] if mode == "first" else ids[:, :max_len] if mode == "crop" else ids
+        ids = torch.cat([ids, table[context[:, -1]].argmax(dim=-1, keepdim=True)], dim=1)
     return ids
 
 
-def _ids_tried(prompt, n, temperature, top_k=None, extra=""):
+def _tried(prompt, n, temperature, top_k=None, extra="") -> str:
     k = "" if top_k is None else f", top_k={top_k}"
-    return (
-        f"prompt_ids {tuple(prompt.shape)}, max_new_tokens={n}, temperature={temperature}{k}"
-        f" (modelo de brinquedo: tabela de bigramas){extra}"
-    )
-
-
-def _expect_ids(actual, expected, prompt, n, tried, mistakes=()) -> None:
-    """Compara sequências de tokens exatamente, nomeando o erro conhecido quando coincide."""
-    __tracebackhide__ = True
-    B, T0 = prompt.shape
-    expect(
-        isinstance(actual, torch.Tensor),
-        GENERATE,
-        tried,
-        f"Esperava um tensor de ids; veio {describe(actual)}.",
-    )
-    if tuple(actual.shape) == (B, n) and n > 0:
-        raise CheckFailure(
-            f"`{GENERATE}` falhou.\nTeste: {tried}\nForma errada: esperada {(B, T0 + n)}, "
-            f"obtida {tuple(actual.shape)}.\nDiagnóstico provável: você devolveu só os tokens novos; "
-            "a saída deve começar pelo prompt (prompt + tokens gerados)."
-        )
-    expect(
-        tuple(actual.shape) == (B, T0 + n),
-        GENERATE,
-        tried,
-        f"Forma errada: esperada {(B, T0 + n)} (prompt de {T0} + {n} novos), obtida {tuple(actual.shape)}.",
-        "o laço deve acrescentar exatamente um token por passo, max_new_tokens vezes.",
-    )
-    expect(
-        actual.dtype == torch.long,
-        GENERATE,
-        tried,
-        f"dtype errado: esperado torch.int64 (ids de tokens), obtido {actual.dtype}.",
-        "use `torch.multinomial`/`argmax`, que já devolvem inteiros, e não converta para float.",
-    )
-    expect(
-        actual.device == prompt.device,
-        GENERATE,
-        tried,
-        f"A saída está em {actual.device}, mas o prompt estava em {prompt.device}.",
-    )
-    expect(
-        torch.equal(actual[:, :T0].cpu(), prompt.cpu()),
-        GENERATE,
-        tried,
-        "A saída não começa pelo prompt: as primeiras posições foram alteradas.",
-    )
-    if torch.equal(actual.cpu(), expected.cpu()):
-        return
-    hint = next((name for name, value in mistakes if torch.equal(actual.cpu(), value.cpu())), None)
-    diff = (actual.cpu() != expected.cpu()).nonzero()[0].tolist()
-    raise CheckFailure(
-        f"`{GENERATE}` falhou.\nTeste: {tried}\nTokens diferentes do esperado.\n"
-        f"Primeira diferença em {tuple(diff)}: esperado {expected[tuple(diff)].item()}, "
-        f"obtido {actual[tuple(diff)].item()}.\nEsperado: {expected[0].tolist()}\n"
-        f"Obtido:   {actual[0].tolist()}" + (f"\nDiagnóstico provável: {hint}" if hint else "")
-    )
+    toy = "(modelo de brinquedo: tabela de bigramas)"
+    return f"prompt_ids {tuple(prompt.shape)}, max_new_tokens={n}, temperature={temperature}{k} {toy}{extra}"
 
 
 ZERO_DIV = (
@@ -182,455 +103,309 @@ NO_CROP = (
     "o contexto não foi cortado: passe ao modelo só os últimos `model.max_len` tokens "
     "(`ids[:, -max_len:]`), quando o modelo tiver o atributo `max_len`."
 )
+FIRST_POSITION = "os logits da PRIMEIRA posição em vez da última (use `logits[:, -1, :]`)."
+CROP_FIRST = (
+    "o contexto cortado nos PRIMEIROS max_len tokens; o modelo deve ver os ÚLTIMOS (`ids[:, -max_len:]`)."
+)
+INTEGER_IDS = "use `torch.multinomial`/`argmax`, que já devolvem inteiros, e não converta para float."
+NOT_PREFIX = "A saída não começa pelo prompt: as primeiras posições foram alteradas."
+ONE_PER_STEP = "o laço deve acrescentar exatamente um token por passo, max_new_tokens vezes."
+ONLY_NEW = "você devolveu só os tokens novos; a saída deve começar pelo prompt (prompt + tokens gerados)."
+SHORT_CONTEXT = (
+    "o modelo deve receber a sequência inteira até aqui (ou os últimos `max_len` tokens, "
+    "`ids[:, -max_len:]`), e não só o último token ou um corte menor; dela, use os logits da última posição."
+)
 
 
-def _frequencies(fn, logits, temperature, top_k, n_draws, seed, extra="", hint_on_error=None):
-    """Frequência empírica de cada token em ``n_draws`` sorteios de um passo."""
-    model = _row_model(logits)
-    prompt = torch.zeros(n_draws, 1, dtype=torch.long)
-    tried = _ids_tried(prompt, 1, temperature, top_k, extra)
-    out = call(
-        fn,
-        GENERATE,
-        tried,
-        model,
-        prompt,
-        1,
-        temperature=temperature,
-        top_k=top_k,
-        generator=seeded_generator(seed),
-        hint_on_error=hint_on_error,
-    )
-    expect(
-        isinstance(out, torch.Tensor) and tuple(out.shape) == (n_draws, 2),
-        GENERATE,
-        tried,
-        f"Esperava um tensor ({n_draws}, 2); veio {describe(out)}.",
-    )
+def _expect_ids(c: Check, out, expected, prompt, n, mistakes=()) -> None:
+    """Compara sequências de tokens exatamente, nomeando o erro conhecido quando coincide."""
+    B, T0 = prompt.shape
+    c.expect(isinstance(out, torch.Tensor), f"Esperava um tensor de ids; veio {describe(out)}.")
+    hint = ONLY_NEW if tuple(out.shape) == (B, n) and n > 0 else ONE_PER_STEP
+    c.shape(out, (B, T0 + n), f"a saída (prompt de {T0} + {n} novos)", hint)
+    c.dtype(out, torch.long, "os ids", INTEGER_IDS)
+    c.expect(out.device == prompt.device, f"A saída está em {out.device}; o prompt, em {prompt.device}.")
+    out, expected = out.cpu(), expected.cpu()
+    c.expect(torch.equal(out[:, :T0], prompt.cpu()), NOT_PREFIX)
+    same = torch.equal(out, expected)
+    hint = next((m.name for m in mistakes if torch.equal(out, m.value)), None)
+    body = ""
+    if not same:
+        idx = tuple((out != expected).nonzero()[0].tolist())
+        body = (
+            f"Tokens diferentes do esperado.\nPrimeira diferença em {idx}: esperado {expected[idx].item()}, "
+            f"obtido {out[idx].item()}.\nEsperado: {expected[0].tolist()}\nObtido:   {out[0].tolist()}"
+        )
+    c.expect(same, body, hint)
+
+
+def _sample(c: Check, fn, logits, temperature, top_k, n_draws, seed, extra="", hint=None) -> None:
+    """Um passo sorteado ``n_draws`` vezes: só tokens dos k maiores, frequências de softmax(logits / T)."""
+    prompt, V = torch.zeros(n_draws, 1, dtype=torch.long), logits.numel()
+    c.case(_tried(prompt, 1, temperature, top_k, extra))
+    kwargs = {"temperature": temperature, "top_k": top_k, "generator": seeded_generator(seed)}
+    out = c.call(fn, _row_model(logits), prompt, 1, hint_on_error=hint, **kwargs)
+    c.shape(out, (n_draws, 2))
     new = out[:, -1].long()
-    expect(
-        bool(((new >= 0) & (new < logits.numel())).all()),
-        GENERATE,
-        tried,
-        "Há ids fora do vocabulário na saída.",
-    )
-    return torch.bincount(new, minlength=logits.numel()).double() / n_draws, tried
+    c.expect(bool(((new >= 0) & (new < V)).all()), "Há ids fora do vocabulário na saída.")
+    freq = torch.bincount(new, minlength=V).double() / n_draws
+    if top_k is not None and top_k < V:
+        top, bottom = ({int(i) for i in logits.topk(top_k, largest=big).indices} for big in (True, False))
+        outside = [i for i in range(V) if freq[i] > 0 and i not in top]
+        smallest = set(outside) <= bottom and all(freq[i] > 0 for i in bottom)
+        c.expect(
+            not outside,
+            f"Logits: {logits.tolist()}; os {top_k} maiores são os tokens {sorted(top)}, mas sua função "
+            f"sorteou também {outside}.",
+            f"sua saída coincide com {K_SMALLEST}."
+            if smallest
+            else "o top-k não foi aplicado aos logits antes do sorteio.",
+        )
+    _expect_distribution(c, freq, logits, temperature, top_k)
 
 
-def _expect_distribution(freq, logits, temperature, top_k, tried, tol=0.035) -> None:
+def _dist(scaled, k=None, smallest=False):
+    scaled = scaled.clone()
+    if k is not None and k < scaled.numel():
+        blocked = torch.ones_like(scaled, dtype=torch.bool)
+        blocked[scaled.topk(k, largest=not smallest).indices] = False
+        scaled[blocked] = float("-inf")
+    return scaled.softmax(-1)
+
+
+NO_TEMPERATURE = (
+    "a temperatura ignorada, ou aplicada DEPOIS do softmax (dividir as probabilidades por T "
+    "não muda a distribuição sorteada): divida os LOGITS por T antes do softmax"
+)
+MULTIPLIED = "os logits MULTIPLICADOS pela temperatura em vez de divididos"
+K_SMALLEST = "o top-k mantendo os k MENORES logits em vez dos k maiores"
+K_IGNORED = "o top-k ignorado (todos os tokens continuaram sorteáveis)"
+BATCH_AXIS = (
+    "o softmax no eixo do LOTE (`dim=0`) em vez do eixo do vocabulário (`dim=-1`): com linhas iguais, "
+    "todo token fica igualmente provável"
+)
+
+
+def _expect_distribution(c: Check, freq, logits, temperature, top_k, tol=0.035) -> None:
     """Compara frequências com softmax(logits / temperature) (e top-k), nomeando erros conhecidos."""
-    __tracebackhide__ = True
     logits = logits.double()
-
-    def dist(scaled, k=None, smallest=False):
-        scaled = scaled.clone()
-        if k is not None and k < scaled.numel():
-            keep = scaled.topk(k, largest=not smallest).indices
-            blocked = torch.ones_like(scaled, dtype=torch.bool)
-            blocked[keep] = False
-            scaled[blocked] = float("-inf")
-        return scaled.softmax(-1)
-
-    expected = dist(logits / temperature, top_k)
-    if (freq - expected).abs().max() <= tol:
-        return
-    candidates = [
-        (
-            "a temperatura ignorada, ou aplicada DEPOIS do softmax (dividir as probabilidades por T "
-            "não muda a distribuição sorteada): divida os LOGITS por T antes do softmax",
-            dist(logits, top_k),
-        ),
-        ("os logits MULTIPLICADOS pela temperatura em vez de divididos", dist(logits * temperature, top_k)),
-    ]
+    scaled = logits / temperature
+    expected = _dist(scaled, top_k)
+    candidates = [(NO_TEMPERATURE, _dist(logits, top_k)), (MULTIPLIED, _dist(logits * temperature, top_k))]
     if top_k is not None:
-        candidates += [
-            (
-                "o top-k mantendo os k MENORES logits em vez dos k maiores",
-                dist(logits / temperature, top_k, smallest=True),
-            ),
-            ("o top-k ignorado (todos os tokens continuaram sorteáveis)", dist(logits / temperature)),
-        ]
-    hint = next((name for name, p in candidates if (freq - p).abs().max() <= tol), None)
+        candidates += [(K_SMALLEST, _dist(scaled, top_k, True)), (K_IGNORED, _dist(scaled))]
+    else:
+        candidates.append((BATCH_AXIS, torch.full_like(logits, 1 / logits.numel())))
+    ok = bool((freq - expected).abs().max() <= tol)
+    hint = None if ok else next((name for name, p in candidates if (freq - p).abs().max() <= tol), None)
     fmt = lambda p: "[" + ", ".join(f"{v:.3f}" for v in p.tolist()) + "]"  # noqa: E731
-    raise CheckFailure(
-        f"`{GENERATE}` falhou.\nTeste: {tried}\nA distribuição dos tokens sorteados não é "
-        f"softmax(logits / temperature){' restrita aos k maiores' if top_k else ''}.\n"
-        f"Logits: {fmt(logits)}\nFrequências esperadas: {fmt(expected)}\nFrequências obtidas:   {fmt(freq)}"
-        + (f"\nDiagnóstico provável: sua saída coincide com {hint}." if hint else "")
+    c.expect(
+        ok,
+        f"A distribuição dos tokens sorteados não é softmax(logits / temperature)"
+        f"{' restrita aos k maiores' if top_k else ''}.\nLogits: {fmt(logits)}\n"
+        f"Frequências esperadas: {fmt(expected)}\nFrequências obtidas:   {fmt(freq)}",
+        f"sua saída coincide com {hint}." if hint else None,
     )
 
 
-def _check_greedy(fn, V=7, B=3, T0=2, n=6, seed=0, dtype=torch.float32, max_len=None, extra=""):
+def _check_greedy(c: Check, fn, V=7, B=3, T0=2, n=6, seed=0, dtype=torch.float32, max_len=None, extra=""):
+    """Temperatura 0: tokens exatos, prompt intocado e o contexto inteiro (ou os últimos max_len)."""
     table = _table(V, seed, dtype)
-    gen = seeded_generator(seed + 100)
-    prompt = torch.randint(V, (B, T0), generator=gen)
+    prompt = torch.randint(V, (B, T0), generator=seeded_generator(seed + 100))
     model = ToyBigramModel(table, max_len)
-    tried = _ids_tried(prompt, n, 0, extra=extra + ("" if max_len is None else f", model.max_len={max_len}"))
-    before = snapshot(prompt)
-    out = call(
-        fn,
-        GENERATE,
-        tried,
-        model,
-        prompt,
-        n,
-        temperature=0.0,
-        hint_on_error=NO_CROP if max_len is not None else ZERO_DIV,
-    )
-    expect_unchanged(before, [prompt], ["prompt_ids"], GENERATE, tried)
-    mistakes = [
-        (
-            "os logits da PRIMEIRA posição em vez da última (use `logits[:, -1, :]`).",
-            _greedy(table, prompt, n, "first_position"),
-        )
-    ]
+    c.case(_tried(prompt, n, 0, extra=extra + ("" if max_len is None else f", model.max_len={max_len}")))
+    with c.untouched(prompt_ids=prompt):
+        out = c.call(fn, model, prompt, n, temperature=0.0, hint_on_error=NO_CROP if max_len else ZERO_DIV)
+    mistakes = [Mistake(FIRST_POSITION, _greedy(table, prompt, n, "first"))]
     if max_len is not None:
-        mistakes.append(
-            (
-                "o contexto cortado nos PRIMEIROS max_len tokens; o modelo deve ver os "
-                "ÚLTIMOS (`ids[:, -max_len:]`).",
-                _greedy(table, prompt, n, "crop_first", max_len),
-            )
-        )
-    _expect_ids(out, _greedy(table, prompt, n), prompt, n, tried, mistakes)
-    return model
+        mistakes.append(Mistake(CROP_FIRST, _greedy(table, prompt, n, "crop", max_len)))
+    _expect_ids(c, out, _greedy(table, prompt, n), prompt, n, mistakes)
+    want, seen = T0 + n - 1 if max_len is None else min(max_len, T0 + n - 1), model.longest_context
+    c.expect(seen == want, f"O modelo deveria ver {want} tokens no último passo; viu {seen}.", SHORT_CONTEXT)
 
 
-def _check_generator(fn, extra=""):
+def _check_generator(c: Check, fn, extra="") -> None:
     """O mesmo gerador dá o mesmo texto, e o gerador global não é tocado."""
-    table = _table(9, 5)
-    prompt = torch.tensor([[1, 2], [3, 4]])
-    model = ToyBigramModel(table)
-    tried = _ids_tried(prompt, 12, 1.0, extra=", generator com semente 123, duas vezes" + extra)
+    model, prompt = ToyBigramModel(_table(9, 5)), torch.tensor([[1, 2], [3, 4]])
+    c.case(_tried(prompt, 12, 1.0, extra=", generator com semente 123, duas vezes" + extra))
     state = torch.get_rng_state()
-    try:
-        first = call(fn, GENERATE, tried, model, prompt, 12, temperature=1.0, generator=seeded_generator(123))
-        touched = not torch.equal(state, torch.get_rng_state())
-        torch.manual_seed(987)
-        second = call(
-            fn, GENERATE, tried, model, prompt, 12, temperature=1.0, generator=seeded_generator(123)
-        )
-    finally:
-        torch.set_rng_state(state)
-    expect(
+    first = c.call(fn, model, prompt, 12, temperature=1.0, generator=seeded_generator(123))
+    touched = not torch.equal(state, torch.get_rng_state())
+    torch.manual_seed(987)
+    second = c.call(fn, model, prompt, 12, temperature=1.0, generator=seeded_generator(123))
+    c.expect(
         not touched,
-        GENERATE,
-        tried,
         "Ao sortear com `generator=...`, sua função consumiu números do gerador GLOBAL do PyTorch.",
-        "o gerador global foi usado no lugar de `generator`: passe `generator=generator` a "
-        "`torch.multinomial`.",
+        "o gerador global foi usado: passe `generator=generator` a `torch.multinomial`.",
     )
-    expect(
+    c.expect(
         isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and torch.equal(first, second),
-        GENERATE,
-        tried,
         "A mesma semente no `generator` produziu textos diferentes.",
         "o sorteio não usa o `generator` recebido (ou usa também outra fonte de acaso).",
     )
 
 
-_one_thread = one_thread
+@GENERATE.visible_check
+def check_generate(fn) -> None:
+    """Testes visíveis de ``generate``: gulosa, temperaturas, top-k, gerador próprio e corte em max_len."""
+    with GENERATE.check() as c:
+        _check_greedy(c, fn)
+        for i, temperature in enumerate((0.5, 2.0)):
+            _sample(c, fn, torch.tensor([2.0, 1.0, 0.0, -1.0, -2.0]), temperature, None, 4000, seed=10 + i)
+        _sample(c, fn, torch.tensor([0.5, -1.0, 2.0, 0.0, 1.5, -0.5, 1.0, -2.0]), 1.0, 3, 4000, seed=20)
+        _check_generator(c, fn)
+        _check_greedy(c, fn, V=6, B=2, T0=3, n=6, seed=3, max_len=4)
 
 
-def check_generate(fn: Callable) -> None:
-    """Testes visíveis de ``generate`` (o estado do gerador global é restaurado no fim)."""
-    __tracebackhide__ = True
-    with torch.random.fork_rng(devices=[]), _one_thread():
-        _check_generate(fn)
-
-
-def check_generate_hidden(fn: Callable) -> None:
-    """Testes ocultos de ``generate`` (o estado do gerador global é restaurado no fim)."""
-    __tracebackhide__ = True
-    with torch.random.fork_rng(devices=[]), _one_thread():
-        _check_generate_hidden(fn)
-
-
-def _check_generate(fn: Callable) -> None:
-    __tracebackhide__ = True
-    n = 0
-    # 1. Gulosa (temperatura 0): resultado exato, lote de 3 prompts diferentes.
-    _check_greedy(fn)
-    n += 1
-    # 2. Temperaturas 0,5 e 2: as frequências de 4000 sorteios seguem softmax(logits / temperature).
-    logits = torch.tensor([2.0, 1.0, 0.0, -1.0, -2.0])
-    for i, temperature in enumerate((0.5, 2.0)):
-        freq, tried = _frequencies(fn, logits, temperature, None, 4000, seed=10 + i)
-        _expect_distribution(freq, logits, temperature, None, tried)
-        n += 1
-    # 3. top-k: nunca sai um token fora dos k maiores.
-    logits = torch.tensor([0.5, -1.0, 2.0, 0.0, 1.5, -0.5, 1.0, -2.0])
-    freq, tried = _frequencies(fn, logits, 1.0, 3, 4000, seed=20)
-    top = set(logits.topk(3).indices.tolist())
-    outside = [i for i in range(logits.numel()) if freq[i] > 0 and i not in top]
-    if outside:
-        bottom = set(logits.topk(3, largest=False).indices.tolist())
-        smallest = set(outside) <= bottom and all(freq[i] > 0 for i in bottom)
-        raise CheckFailure(
-            f"`{GENERATE}` falhou.\nTeste: {tried}\nLogits: {logits.tolist()}; os 3 maiores são os "
-            f"tokens {sorted(top)}, mas sua função sorteou também {outside}."
-            + (
-                "\nDiagnóstico provável: sua saída coincide com o top-k mantendo os k MENORES logits "
-                "em vez dos k maiores."
-                if smallest
-                else "\nDiagnóstico provável: o top-k não foi aplicado aos logits antes do sorteio."
-            )
-        )
-    _expect_distribution(freq, logits, 1.0, 3, tried)
-    n += 1
-    # 4. Mesmo gerador, mesmo texto; o gerador global fica intocado.
-    _check_generator(fn)
-    n += 1
-    # 5. Contexto cortado em model.max_len.
-    _check_greedy(fn, V=6, B=2, T0=3, n=6, seed=3, max_len=4)
-    n += 1
-    passed(GENERATE, n)
-
-
-def _check_generate_hidden(fn: Callable) -> None:
-    """Testes ocultos: float64, top-k com temperatura, casos de borda, erros de argumento."""
-    __tracebackhide__ = True
-    n = 0
-    expect(
-        getattr(fn, "__code__", None) is not reference_generation.generate.__code__,
-        GENERATE,
-        "origem da função",
-        "Sua função é a implementação de referência do pacote `transformer_course`.",
-        "escreva a sua própria implementação em vez de importá-la.",
-    )
-    n += 1
-    _check_greedy(fn, V=11, B=4, T0=1, n=9, seed=40, dtype=torch.float64, extra=" (logits float64)")
-    n += 1
-    _check_greedy(fn, V=5, B=1, T0=6, n=5, seed=41, max_len=2, extra=" (prompt maior que max_len)")
-    n += 1
-    # top-k = 1 com temperatura 1 é a escolha gulosa; top-k maior que o vocabulário não quebra nada.
-    logits = torch.tensor([0.3, 1.7, -0.2, 1.1, 0.0, 0.9])
-    freq, tried = _frequencies(fn, logits, 1.0, 1, 500, seed=42, extra=" (top_k=1)")
-    _expect_distribution(freq, logits, 1.0, 1, tried)
-    freq, tried = _frequencies(
-        fn, logits, 1.0, 50, 4000, seed=43, extra=" (top_k > vocabulário)", hint_on_error=TOP_K_OVER_VOCAB
-    )
-    _expect_distribution(freq, logits, 1.0, None, tried)
-    n += 2
-    # temperatura e top-k juntos
-    logits = torch.tensor([1.0, 3.0, -1.0, 2.0, 0.0, 2.5, -3.0])
-    freq, tried = _frequencies(fn, logits, 0.7, 4, 4000, seed=44, extra=" (temperatura e top-k juntos)")
-    _expect_distribution(freq, logits, 0.7, 4, tried)
-    n += 1
-    # max_new_tokens = 0 devolve o próprio prompt
-    prompt = torch.tensor([[3, 1, 2]])
-    tried = _ids_tried(prompt, 0, 1.0)
-    out = call(fn, GENERATE, tried, ToyBigramModel(_table(4, 7)), prompt, 0, generator=seeded_generator(0))
-    _expect_ids(out, prompt, prompt, 0, tried)
-    n += 1
-    _check_generator(fn, extra=" (oculto)")
-    n += 1
-    # argumentos inválidos
-    model = ToyBigramModel(_table(4, 8))
-    expect_raises(fn, ValueError, GENERATE, "max_new_tokens=-1", model, prompt, -1)
-    expect_raises(fn, ValueError, GENERATE, "temperature=-0.5", model, prompt, 2, temperature=-0.5)
-    n += 2
-    passed(GENERATE, n)
+@GENERATE.hidden_check
+def check_generate_hidden(fn) -> None:
+    """Testes ocultos: float64, prompt maior que max_len, top-k nos extremos, temperatura e top-k juntos,
+    max_new_tokens = 0, gerador e ValueError."""
+    with GENERATE.check(hidden=True) as c:
+        model, prompt = ToyBigramModel(_table(6, 2)), torch.tensor([[1, 2]])
+        run = lambda: fn(model, prompt, 3, temperature=1.0, top_k=2, generator=seeded_generator(0))  # noqa: E731
+        c.refuse_reference(fn, generate_ref, run)
+        _check_greedy(c, fn, V=11, B=4, T0=1, n=9, seed=40, dtype=torch.float64, extra=" (logits float64)")
+        _check_greedy(c, fn, V=5, B=1, T0=6, n=5, seed=41, max_len=2, extra=" (prompt maior que max_len)")
+        # top-k = 1 com temperatura 1 é a escolha gulosa; top-k maior que o vocabulário não quebra nada.
+        logits = torch.tensor([0.3, 1.7, -0.2, 1.1, 0.0, 0.9])
+        _sample(c, fn, logits, 1.0, 1, 500, 42, " (top_k=1)")
+        _sample(c, fn, logits, 1.0, 50, 4000, 43, " (top_k > vocabulário)", TOP_K_OVER_VOCAB)
+        logits = torch.tensor([1.0, 3.0, -1.0, 2.0, 0.0, 2.5, -3.0])
+        _sample(c, fn, logits, 0.7, 4, 4000, 44, " (temperatura e top-k juntos)")
+        prompt = torch.tensor([[3, 1, 2]])  # max_new_tokens = 0 devolve o próprio prompt
+        c.case(_tried(prompt, 0, 1.0))
+        out = c.call(fn, ToyBigramModel(_table(4, 7)), prompt, 0, generator=seeded_generator(0))
+        _expect_ids(c, out, prompt, prompt, 0)
+        _check_generator(c, fn, extra=" (oculto)")
+        model = ToyBigramModel(_table(4, 8))
+        c.case("max_new_tokens=-1").raises(ValueError, fn, model, prompt, -1)
+        c.case("temperature=-0.5").raises(ValueError, fn, model, prompt, 2, temperature=-0.5)
 
 
 # ---------------------------------------------------------------- Kaplan
+
+KAPLAN_WHAT = "a perda L(N) = (N_c / N)^α_N (N_c = 8,8·10¹³, α_N = 0,076)"
 
 
 def _plain_kaplan(N: float, N_c: float = 8.8e13, alpha: float = 0.076) -> float:
     return (N_c / N) ** alpha
 
 
-def _kaplan_mistakes(N: float) -> list[tuple[str, float]]:
+def _kaplan_mistakes(N: float) -> list[Mistake]:
     return [
-        ("a lei invertida, (N / N_c)^α: a perda cresceria com o tamanho do modelo", (N / 8.8e13) ** 0.076),
-        ("α dez vezes maior (0,76 em vez de 0,076)", _plain_kaplan(N, alpha=0.76)),
-        ("α dez vezes menor (0,0076 em vez de 0,076)", _plain_kaplan(N, alpha=0.0076)),
-        ("a fórmula errada do texto-semente, 10 × N^(−0,076), que não é a de Kaplan", 10 * N**-0.076),
-        ("N_c dez vezes menor (8,8·10¹²)", _plain_kaplan(N, N_c=8.8e12)),
-        ("N_c dez vezes maior (8,8·10¹⁴)", _plain_kaplan(N, N_c=8.8e14)),
-        ("o logaritmo da lei em vez da lei", math.log(_plain_kaplan(N))),
+        Mistake("a lei invertida, (N / N_c)^α: a perda cresceria com o tamanho de N", 1 / _plain_kaplan(N)),
+        Mistake("α dez vezes maior (0,76 em vez de 0,076)", _plain_kaplan(N, alpha=0.76)),
+        Mistake("α dez vezes menor (0,0076 em vez de 0,076)", _plain_kaplan(N, alpha=0.0076)),
+        Mistake("a fórmula errada do texto-semente, 10 × N^(−0,076), que não é a de Kaplan", 10 * N**-0.076),
+        Mistake("N_c dez vezes menor (8,8·10¹²)", _plain_kaplan(N, N_c=8.8e12)),
+        Mistake("N_c dez vezes maior (8,8·10¹⁴)", _plain_kaplan(N, N_c=8.8e14)),
+        Mistake("o logaritmo da lei em vez da lei", math.log(_plain_kaplan(N))),
     ]
 
 
-def _run_kaplan(fn: Callable, N: float) -> None:
-    __tracebackhide__ = True
-    tried = f"kaplan_loss({N:g})"
-    result = call(fn, KAPLAN, tried, N)
-    if isinstance(result, torch.Tensor) and result.numel() == 1:
-        result = result.item()
-    expect(
-        isinstance(result, (int, float)) and not isinstance(result, bool),
-        KAPLAN,
-        tried,
-        f"Esperava um número (float); veio {describe(result)}.",
-    )
-    expected = _plain_kaplan(N)
-    if math.isclose(result, expected, rel_tol=1e-6):
-        return
-    hint = next(
-        (name for name, value in _kaplan_mistakes(N) if math.isclose(result, value, rel_tol=1e-6)), None
-    )
-    expect(
-        False,
-        KAPLAN,
-        tried,
-        f"Esperado {expected:.6g}, obtido {result:.6g}.",
-        f"sua saída coincide com {hint}."
-        if hint
-        else "confira L(N) = (N_c / N)^α_N com N_c = 8,8·10¹³ e α_N = 0,076.",
-    )
+def _run_kaplan(c: Check, fn, N: float) -> float:
+    c.case(f"kaplan_loss({N:g})")
+    value = c.call(fn, N)
+    c.number(value, _plain_kaplan(N), KAPLAN_WHAT, mistakes=_kaplan_mistakes(N))
+    return value
 
 
-def check_kaplan_loss(fn: Callable) -> None:
+@KAPLAN.visible_check
+def check_kaplan_loss(fn) -> None:
     """Testes visíveis de ``kaplan_loss``."""
-    __tracebackhide__ = True
-    n = 0
-    for N in (1e6, 1e9, 1.5e8):
-        _run_kaplan(fn, N)
-        n += 1
-    passed(KAPLAN, n)
+    with KAPLAN.check() as c:
+        for N in (1e6, 1e9, 1.5e8):
+            _run_kaplan(c, fn, N)
 
 
-def check_kaplan_loss_hidden(fn: Callable) -> None:
+@KAPLAN.hidden_check
+def check_kaplan_loss_hidden(fn) -> None:
     """Testes ocultos: outros tamanhos, inteiros, monotonia e ValueError."""
-    __tracebackhide__ = True
-    n = 0
-    for N in (123_456, 7.3e4, 2e11, 8.8e13):
-        _run_kaplan(fn, N)
-        n += 1
-    values = [float(call(fn, KAPLAN, f"kaplan_loss({N:g})", N)) for N in (1e5, 1e7, 1e9)]
-    expect(
-        values[0] > values[1] > values[2],
-        KAPLAN,
-        "N = 1e5, 1e7, 1e9",
-        f"A perda deveria cair quando N cresce; obtidas {values}.",
-    )
-    n += 1
-    for bad in (0, -5.0):
-        expect_raises(fn, ValueError, KAPLAN, f"kaplan_loss({bad})", bad)
-        n += 1
-    passed(KAPLAN, n)
+    with KAPLAN.check(hidden=True) as c:
+        c.refuse_reference(fn, kaplan_loss_ref, lambda: fn(1e9))
+        for N in (123_456, 7.3e4, 2e11, 8.8e13):
+            _run_kaplan(c, fn, N)
+        values = [_run_kaplan(c, fn, N) for N in (1e5, 1e7, 1e9)]
+        c.case("N = 1e5, 1e7, 1e9").expect(
+            values[0] > values[1] > values[2], f"A perda deveria cair quando N cresce; obtidas {values}."
+        )
+        for bad in (0, -5.0):
+            c.case(f"kaplan_loss({bad})").raises(ValueError, fn, bad)
 
 
 # ---------------------------------------------------------------- custo da atenção
 
 
-def _cost_mistakes(n: int, d: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+ONLY_QK = (
+    "só o produto QKᵀ (faltou o produto pesos·V), ou cada multiplicação-soma contada como 1 FLOP em vez de 2"
+)
+WITH_PROJECTIONS = (
+    "a conta com as projeções W_Q, W_K, W_V e W_O incluídas; aqui contamos só os dois produtos da atenção"
+)
+
+
+def _cost_mistakes(n: int, d: int) -> tuple[list[Mistake], list[Mistake]]:
     flops = [
-        (
-            "só o produto QKᵀ (faltou o produto pesos·V), ou cada multiplicação-soma contada como "
-            "1 FLOP em vez de 2",
-            2 * n * n * d,
-        ),
-        ("só QKᵀ e cada multiplicação-soma como 1 FLOP", n * n * d),
-        (
-            "a conta com as projeções W_Q, W_K, W_V e W_O incluídas; aqui contamos só os dois "
-            "produtos da atenção",
-            4 * n * n * d + 8 * n * d * d,
-        ),
-        ("n·d² em vez de n²·d (os papéis de seq_len e d_model trocados)", 4 * n * d * d),
+        Mistake(ONLY_QK, 2 * n * n * d),
+        Mistake("só QKᵀ e cada multiplicação-soma como 1 FLOP", n * n * d),
+        Mistake(WITH_PROJECTIONS, 4 * n * n * d + 8 * n * d * d),
+        Mistake("n·d² em vez de n²·d (os papéis de seq_len e d_model trocados)", 4 * n * d * d),
     ]
     score_bytes = [
-        ("bytes contados como float64 (8 bytes); a matriz é float32, 4 bytes por número", 8 * n * n),
-        ("o número de elementos da matriz (n²), não os bytes", n * n),
-        ("float16 (2 bytes); a matriz é float32, 4 bytes por número", 2 * n * n),
-        ("a matriz n×d em vez da n×n dos scores", 4 * n * d),
+        Mistake("bytes contados como float64 (8 bytes); a matriz é float32, 4 bytes por número", 8 * n * n),
+        Mistake("o número de elementos da matriz (n²), não os bytes", n * n),
+        Mistake("float16 (2 bytes); a matriz é float32, 4 bytes por número", 2 * n * n),
+        Mistake("a matriz n×d em vez da n×n dos scores", 4 * n * d),
     ]
     return flops, score_bytes
 
 
-def _num(value) -> str:
-    """12345678 -> '12.345.678' (separador de milhar do português)."""
-    return f"{value:,}".replace(",", "\u2009").replace(".", ",").replace("\u2009", ".")
-
-
-def _run_cost(fn: Callable, n: int, d: int) -> None:
-    __tracebackhide__ = True
-    tried = f"attention_cost(seq_len={n}, d_model={d})"
-    result = call(fn, COST, tried, n, d)
-    expect(isinstance(result, dict), COST, tried, f"Esperava um dicionário; veio {describe(result)}.")
-    missing = {"flops", "score_bytes"} - set(result)
-    expect(not missing, COST, tried, f"Faltam as chaves {sorted(missing)} no dicionário.")
-    expected = {"flops": 4 * n * n * d, "score_bytes": 4 * n * n}
+def _run_cost(c: Check, fn, n: int, d: int) -> dict:
+    c.case(f"attention_cost(seq_len={n}, d_model={d})")
+    result = c.call(fn, n, d)
+    c.expect(isinstance(result, dict), f"Esperava um dicionário; veio {describe(result)}.")
+    missing = sorted({"flops", "score_bytes"} - set(result))
+    c.expect(not missing, f"Faltam as chaves {missing} no dicionário.")
     flop_mistakes, byte_mistakes = _cost_mistakes(n, d)
-    for key, mistakes in (("flops", flop_mistakes), ("score_bytes", byte_mistakes)):
-        value = result[key]
-        if isinstance(value, torch.Tensor) and value.numel() == 1:
-            value = value.item()
-        expect(
-            isinstance(value, (int, float)) and not isinstance(value, bool),
-            COST,
-            tried,
-            f"`{key}` deveria ser um número; veio {describe(value)}.",
-        )
-        if value == expected[key]:
-            continue
-        hint = next((name for name, v in mistakes if value == v), None)
-        expect(
-            False,
-            COST,
-            tried,
-            f"`{key}`: esperado {_num(expected[key])}, obtido {_num(value)}.",
-            f"sua conta coincide com {hint}." if hint else None,
-        )
+    c.number(result["flops"], 4 * n * n * d, "`flops`", rel=0.0, abs_tol=0.5, mistakes=flop_mistakes)
+    c.number(result["score_bytes"], 4 * n * n, "`score_bytes`", rel=0.0, abs_tol=0.5, mistakes=byte_mistakes)
+    return result
 
 
-def check_attention_cost(fn: Callable) -> None:
+@COST.visible_check
+def check_attention_cost(fn) -> None:
     """Testes visíveis de ``attention_cost``."""
-    __tracebackhide__ = True
-    n = 0
-    for seq_len, d_model in ((6, 4), (100, 64), (1024, 64)):
-        _run_cost(fn, seq_len, d_model)
-        n += 1
-    passed(COST, n)
+    with COST.check() as c:
+        for seq_len, d_model in ((6, 4), (100, 64), (1024, 64)):
+            _run_cost(c, fn, seq_len, d_model)
 
 
-def check_attention_cost_hidden(fn: Callable) -> None:
+@COST.hidden_check
+def check_attention_cost_hidden(fn) -> None:
     """Testes ocultos: outros tamanhos, crescimento quadrático e ValueError."""
-    __tracebackhide__ = True
-    n = 0
-    for seq_len, d_model in ((1, 1), (3, 5), (4096, 128), (257, 96)):
-        _run_cost(fn, seq_len, d_model)
-        n += 1
-    a = call(fn, COST, "seq_len=512", 512, 64)["flops"]
-    b = call(fn, COST, "seq_len=1024", 1024, 64)["flops"]
-    expect(b == 4 * a, COST, "seq_len 512 -> 1024", "Dobrar o comprimento deveria quadruplicar os FLOPs.")
-    n += 1
-    for bad in ((0, 64), (16, 0), (-3, 8)):
-        expect_raises(fn, ValueError, COST, f"attention_cost{bad}", *bad)
-        n += 1
-    expect(
-        reference_costs.attention_cost is not fn,
-        COST,
-        "origem da função",
-        "Sua função é a implementação de referência do pacote.",
-    )
-    n += 1
-    passed(COST, n)
+    with COST.check(hidden=True) as c:
+        c.refuse_reference(fn, attention_cost_ref, lambda: fn(16, 8))
+        for seq_len, d_model in ((1, 1), (3, 5), (4096, 128), (257, 96)):
+            _run_cost(c, fn, seq_len, d_model)
+        a, b = _run_cost(c, fn, 512, 64)["flops"], _run_cost(c, fn, 1024, 64)["flops"]
+        c.case("seq_len 512 -> 1024").expect(b == 4 * a, "Dobrar seq_len deveria quadruplicar os FLOPs.")
+        for bad in ((0, 64), (16, 0), (-3, 8)):
+            c.case(f"attention_cost{bad}").raises(ValueError, fn, *bad)
 
 
 # ---------------------------------------------------------------- questionário
 
 FAMILIES = ("encoder", "decoder", "encoder-decoder")
 _ALIASES = {
-    "encoder-only": "encoder",
-    "codificador": "encoder",
-    "so-codificador": "encoder",
-    "decoder-only": "decoder",
-    "decodificador": "decoder",
-    "so-decodificador": "decoder",
-    "codificador-decodificador": "encoder-decoder",
-    "seq2seq": "encoder-decoder",
+    **dict.fromkeys(("encoder-only", "codificador", "so-codificador"), "encoder"),
+    **dict.fromkeys(("decoder-only", "decodificador", "so-decodificador"), "decoder"),
+    **dict.fromkeys(("codificador-decodificador", "seq2seq"), "encoder-decoder"),
 }
-QUIZ_KEYS = ("a", "b", "c", "d", "e")
-# sha256("chave:família") das respostas certas (para a resposta não ficar legível aqui).
-_ANSWERS = {
-    "a": "362062b4daa3db556feff3a0ae99713396611ad154517b0902f8687e16fd14c4",
-    "b": "cdb0521fbe920fcfc2caca3af4246c2f5072f2001a9e07455508a687917df857",
-    "c": "10a30e0fd5cfbfca564d40fdd067fe057f45e3254782c515b32a1edce4ff0dc3",
-    "d": "eefb9e453bd602033e58025fb8c20773f0b6e577b4b61a7329820fda7dbb3a40",
-    "e": "3329f5c46605ad1506b32830f551c45a4cb608569326ddeb5695b41fcc06fc2f",
-}
+REREAD = (
+    "Releia a seção 1: quem precisa ver a frase inteira, quem gera da esquerda para a direita e quem "
+    "transforma uma entrada completa em outra sequência?"
+)
 
 
 def _normalize(value) -> str | None:
@@ -641,83 +416,50 @@ def _normalize(value) -> str | None:
     return v if v in FAMILIES else None
 
 
-def _digest(key: str, family: str) -> str:
-    return hashlib.sha256(f"{key}:{family}".encode()).hexdigest()
-
-
-def _check_quiz_format(answers) -> dict[str, str]:
-    __tracebackhide__ = True
-    tried = "formato das respostas"
+def _quiz_answers(c: Check, answers) -> dict:
+    c.case("formato das respostas")
     if callable(answers):
-        answers = call(answers, QUIZ, "respostas_quiz()")
-    expect(isinstance(answers, dict), QUIZ, tried, f"Esperava um dicionário; veio {describe(answers)}.")
-    missing = [k for k in QUIZ_KEYS if k not in answers]
-    expect(not missing, QUIZ, tried, f"Faltam as respostas dos itens {missing}.")
-    normalized = {}
-    for key in QUIZ_KEYS:
-        if answers[key] is ...:
-            raise CheckFailure(f"Você ainda não respondeu o item {key!r} do questionário (não implementado).")
-        family = _normalize(answers[key])
-        expect(
-            family is not None,
-            QUIZ,
-            tried,
-            f"Item {key!r}: resposta {answers[key]!r} não é uma das famílias {list(FAMILIES)}.",
-        )
-        normalized[key] = family
-    return normalized
+        answers = c.call(answers)
+    c.expect(isinstance(answers, dict), f"Esperava um dicionário; veio {describe(answers)}.")
+    return answers
 
 
+def _family(c: Check, answers: dict, key: str) -> str:
+    c.expect(key in answers, f"Falta a resposta do item {key!r}.")
+    value, family = answers[key], _normalize(answers[key])
+    c.expect(value is not ..., f"Você ainda não respondeu o item {key!r} do questionário (não implementado).")
+    c.expect(family is not None, f"Item {key!r}: resposta {value!r} não é uma das famílias {list(FAMILIES)}.")
+    return family
+
+
+@QUIZ.visible_check
 def check_family_quiz(answers) -> None:
     """Teste visível do questionário: só o formato (a correção é oculta)."""
-    __tracebackhide__ = True
-    _check_quiz_format(answers)
-    print(
-        f"✔ `{QUIZ}`: formato correto (5 itens, cada um uma de {list(FAMILIES)}). "
-        "A correção das respostas é feita pelos testes ocultos."
-    )
+    with QUIZ.check() as c:
+        answers = _quiz_answers(c, answers)
+        missing = [k for k in QUIZ_KEYS if k not in answers]
+        c.expect(not missing, f"Faltam as respostas dos itens {missing}.")
+        for key in QUIZ_KEYS:
+            _family(c, answers, key)
+    print("O teste visível confere só o formato; as respostas são corrigidas pelos testes ocultos.")
 
 
-def check_family_quiz_item(answers, key: str) -> None:
-    """Teste oculto de UM item do questionário: cada item vale os seus pontos, numa célula própria."""
-    __tracebackhide__ = True
-    if key not in QUIZ_KEYS:
-        raise ValueError(f"item desconhecido: {key!r}; os itens são {list(QUIZ_KEYS)}.")
-    tried = f"item {key!r} do questionário"
-    if callable(answers):
-        answers = call(answers, QUIZ, "respostas_quiz()")
-    expect(isinstance(answers, dict), QUIZ, tried, f"Esperava um dicionário; veio {describe(answers)}.")
-    expect(key in answers, QUIZ, tried, f"Falta a resposta do item {key!r}.")
-    if answers[key] is ...:
-        raise CheckFailure(f"Você ainda não respondeu o item {key!r} do questionário (não implementado).")
-    family = _normalize(answers[key])
-    expect(
-        family is not None,
-        QUIZ,
-        tried,
-        f"Item {key!r}: resposta {answers[key]!r} não é uma das famílias {list(FAMILIES)}.",
-    )
-    expect(
-        _digest(key, family) == _ANSWERS[key],
-        QUIZ,
-        tried,
-        f"Item {key!r}: a família {family!r} não é a mais natural para esta tarefa. Releia a "
-        "seção 1: quem precisa ver a frase inteira, quem gera da esquerda para a direita e quem "
-        "transforma uma entrada completa em outra sequência?",
-    )
-    print(f"✔ `{QUIZ}`: item {key!r} certo.")
+@QUIZ.hidden_check
+def check_family_quiz_hidden(answers, **expected: str) -> None:
+    """Testes ocultos do questionário: cada item nomeado contra a resposta certa, que vem da célula
+    oculta (``check(respostas_quiz, a="encoder")``) e não do pacote; um item por célula dá crédito
+    por item."""
+    if not expected or any(k not in QUIZ_KEYS or _normalize(v) is None for k, v in expected.items()):
+        raise ValueError(
+            f"respostas esperadas inválidas: {expected!r}; itens {QUIZ_KEYS}, famílias {FAMILIES}"
+        )
+    with QUIZ.check(hidden=True) as c:
+        answers = _quiz_answers(c, answers)
+        c.case("item " + ", ".join(repr(k) for k in expected) + " do questionário")
+        given = {key: _family(c, answers, key) for key in expected}
+        wrong = [key for key in expected if given[key] != _normalize(expected[key])]
+        items = [f"Item {k!r}: a família {given[k]!r} não é a mais natural para esta tarefa." for k in wrong]
+        c.expect(not wrong, "\n".join([f"Itens com a família errada: {wrong}.", *items, REREAD]))
 
 
-def check_family_quiz_hidden(answers) -> None:
-    """Teste oculto do questionário inteiro: cada item contra a resposta certa."""
-    __tracebackhide__ = True
-    normalized = _check_quiz_format(answers)
-    wrong = [k for k, family in normalized.items() if _digest(k, family) != _ANSWERS[k]]
-    expect(
-        not wrong,
-        QUIZ,
-        "respostas do questionário",
-        f"Itens com a família errada: {wrong}. Releia a seção 1: quem precisa ver a frase inteira, "
-        "quem gera da esquerda para a direita e quem transforma uma entrada completa em outra sequência?",
-    )
-    passed(QUIZ, len(QUIZ_KEYS))
+EXERCISES = (QUIZ, GENERATE, COST, KAPLAN)

@@ -217,7 +217,7 @@ def next_char_figure(
         )
     ax.set_xticks(np.arange(len(order)) + 0.4 - width / 2, labels)
     ax.set_ylabel("probabilidade")
-    ax.set_xlabel("próximo caractere (os mais prováveis a T = 1)")
+    ax.set_xlabel("próximo caractere (os mais prováveis a τ = 1)")
     ax.set_title(title)
     ax.legend(fontsize=8)
     return fig

@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from ..generation import generate, next_token_distribution
 from ..plots import PALETTE
+from ..runtime import one_thread
 from ._view import PngRenderer, interactive_png
 
 __all__ = ["GenerationExplorer", "generation_widget"]
@@ -43,16 +44,11 @@ class GenerationExplorer:
     ) -> Figure:
         """Regera o texto com a temperatura e o top-k dados (top_k = 0: sem corte).
 
-        Na CPU, roda com uma thread: com um modelo deste tamanho, várias threads disputando
-        núcleos ocupados deixam cada passo dezenas de vezes mais lento.
+        Roda com uma thread (``runtime.one_thread``): com um modelo deste tamanho, várias threads
+        disputando núcleos ocupados deixam cada passo dezenas de vezes mais lento.
         """
-        threads = torch.get_num_threads()
-        if self.device.type == "cpu":
-            torch.set_num_threads(1)
-        try:
+        with one_thread():
             fig = self._update(temperature, top_k, prompt, seed)
-        finally:
-            torch.set_num_threads(threads)
         if fig.get_layout_engine() is not None:
             # Layout calculado no primeiro desenho e congelado: refazê-lo a cada movimento custa caro.
             fig.draw_without_rendering()

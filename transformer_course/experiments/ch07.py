@@ -1,0 +1,300 @@
+"""Os experimentos do capítulo 7: treinos e medidas que alimentam as figuras e as saídas impressas.
+
+- :func:`train_gpt`, :func:`estimate_loss`, :func:`training_report`: o treino do GPT de caracteres
+  (``generation.TinyGPT``) com orçamento de passos e de tempo, e uma frase honesta sobre ele.
+- :func:`train_dates`, :func:`sequence_accuracy`: o treino do codificador-decodificador de datas
+  (``seq2seq.DateSeq2Seq``) com *teacher forcing* e a fração de datas novas escritas sem erro.
+- :func:`time_attention`, :func:`measure_attention_memory`, :func:`loglog_slope`: o tempo e a
+  memória da atenção ingênua (``costs.naive_attention``) contra ``F.scaled_dot_product_attention``,
+  e a inclinação das curvas em escala log-log.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..costs import attention_cost, naive_attention
+from ..seq2seq import DateSeq2Seq, DateVocab, make_date_batch, translate_dates
+from ..text import get_batch
+
+__all__ = [
+    "estimate_loss",
+    "loglog_slope",
+    "measure_attention_memory",
+    "sequence_accuracy",
+    "time_attention",
+    "train_dates",
+    "train_gpt",
+    "training_report",
+]
+
+
+# ====================================================================== o GPT de caracteres
+
+
+@torch.no_grad()
+def estimate_loss(
+    model: nn.Module,
+    data: torch.Tensor,
+    block_size: int,
+    n_batches: int = 4,
+    batch_size: int = 64,
+    seed: int = 1234,
+) -> float:
+    """Entropia cruzada média (nats por caractere) em lotes fixos de ``data``."""
+    was_training = model.training
+    model.eval()
+    gen = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device
+    losses = []
+    for _ in range(n_batches):
+        x, y = get_batch(data, block_size, batch_size, gen, device)
+        logits = model(x)
+        losses.append(F.cross_entropy(logits.flatten(0, 1), y.flatten()).item())
+    model.train(was_training)
+    return sum(losses) / len(losses)
+
+
+def train_gpt(
+    model: nn.Module,
+    train_data: torch.Tensor,
+    val_data: torch.Tensor,
+    max_steps: int = 600,
+    max_seconds: float = 60.0,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    eval_every: int = 50,
+    seed: int = 0,
+    weight_decay: float = 0.01,
+    betas: tuple[float, float] = (0.9, 0.999),
+    warmup_fraction: float = 0.05,
+    min_lr_ratio: float = 0.1,
+) -> dict[str, list[float]]:
+    """Treina com AdamW, aquecimento linear e decaimento cosseno, parando em ``max_steps`` ou ``max_seconds``.
+
+    O agendamento anda com o que acabar primeiro: a fração é ``max(passo / max_steps,
+    tempo / max_seconds)``. Numa máquina livre, os passos acabam antes e o agendamento é o de
+    sempre; numa máquina ocupada, o tempo manda e a taxa ainda chega ao fim do cosseno (um treino
+    cortado no meio, com a taxa ainda alta, termina bem pior).
+
+    Devolve o histórico: ``step``, ``train_loss`` (média desde a última avaliação),
+    ``val_loss``, ``seconds``; em ``total_seconds`` o tempo total, em ``max_steps`` o orçamento de
+    passos e em ``cut_by_time`` 1.0 se o limite de tempo parou o treino antes do orçamento.
+    """
+    device = next(model.parameters()).device
+    gen = torch.Generator().manual_seed(seed)
+    # Sem decaimento de pesos nos vetores (vieses, LayerNorm), como no nanoGPT.
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=lr,
+        betas=betas,
+    )
+    warmup = max(1.0, warmup_fraction * max_steps)
+
+    def schedule(step: int, elapsed: float) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, max(step / max_steps, elapsed / max_seconds))
+        return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    history: dict[str, list[float]] = {"step": [], "train_loss": [], "val_loss": [], "seconds": []}
+    start, running = time.perf_counter(), []
+    history["step"].append(0)
+    history["train_loss"].append(float("nan"))
+    history["val_loss"].append(estimate_loss(model, val_data, model.max_len))
+    history["seconds"].append(0.0)
+    model.train()
+    step = 0
+    for step in range(1, max_steps + 1):
+        for group in optimizer.param_groups:
+            group["lr"] = lr * schedule(step - 1, time.perf_counter() - start)
+        x, y = get_batch(train_data, model.max_len, batch_size, gen, device)
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        running.append(loss.item())
+        out_of_time = time.perf_counter() - start > max_seconds
+        if step % eval_every == 0 or step == max_steps or out_of_time:
+            history["step"].append(step)
+            history["train_loss"].append(sum(running) / len(running))
+            history["val_loss"].append(estimate_loss(model, val_data, model.max_len))
+            history["seconds"].append(time.perf_counter() - start)
+            running = []
+        if out_of_time:
+            break
+    model.eval()
+    history["total_seconds"] = [time.perf_counter() - start]
+    history["max_steps"] = [float(max_steps)]
+    history["cut_by_time"] = [float(step < max_steps)]
+    return history
+
+
+def training_report(history: dict[str, list[float]], reference: dict | None = None) -> str:
+    """Uma frase honesta sobre o treino: passos, tempo, perda e se o limite de tempo o cortou.
+
+    ``reference``: uma rodada de referência gravada com o orçamento inteiro, por exemplo
+    ``{"val_loss": 1.6, "seconds": 40, "where": "máquina de 2 núcleos livre"}``.
+    """
+    steps, total = int(history["step"][-1]), history["total_seconds"][0]
+    planned = int(history.get("max_steps", [steps])[0])
+    text = f"{steps} passos em {total:.1f} s; validação {history['val_loss'][-1]:.3f} nats/caractere"
+    if history.get("cut_by_time", [0.0])[0]:
+        text += (
+            f"\nATENÇÃO: o limite de tempo cortou o treino em {steps} de {planned} passos "
+            "(máquina lenta ou ocupada); a perda fica acima da do orçamento inteiro."
+        )
+        if reference:
+            text += (
+                f"\nReferência gravada: os {planned} passos chegam a {reference['val_loss']:.2f} "
+                f"nats/caractere em {reference['seconds']:.0f} s ({reference['where']})."
+            )
+    return text
+
+
+# ====================================================================== as datas por extenso
+
+
+def train_dates(
+    model: DateSeq2Seq,
+    vocab: DateVocab,
+    steps: int = 300,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    max_seconds: float = 15.0,
+    seed: int = 0,
+) -> dict[str, list[float]]:
+    """Treino com *teacher forcing*: o decodificador recebe o alvo deslocado e prevê o próximo caractere."""
+    gen = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    history: dict[str, list[float]] = {"step": [], "loss": []}
+    start = time.perf_counter()
+    model.train()
+    for step in range(1, steps + 1):
+        src, tgt_in, tgt_out, _ = make_date_batch(vocab, batch_size, gen)
+        logits = model(src.to(device), tgt_in.to(device))
+        loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.to(device).flatten(), ignore_index=vocab.PAD)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        history["step"].append(step)
+        history["loss"].append(loss.item())
+        if time.perf_counter() - start > max_seconds:
+            break
+    model.eval()
+    history["seconds"] = [time.perf_counter() - start]
+    return history
+
+
+def sequence_accuracy(model: DateSeq2Seq, vocab: DateVocab, n: int = 200, seed: int = 99) -> float:
+    """Fração de datas novas escritas exatamente certas."""
+    _, _, _, texts = make_date_batch(vocab, n, torch.Generator().manual_seed(seed))
+    predicted = translate_dates(model, vocab, [t for t, _ in texts])
+    return sum(p == w for p, (_, w) in zip(predicted, texts)) / n
+
+
+# ====================================================================== o custo medido da atenção
+
+
+def _best_time(fn, repeats: int, sync) -> float:
+    """O menor tempo de ``repeats`` execuções: o mais resistente a outros programas na mesma CPU."""
+    fn()  # aquecimento
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def time_attention(
+    seq_lens: Sequence[int],
+    d_k: int = 64,
+    n_heads: int = 1,
+    repeats: int = 3,
+    device: torch.device | str = "cpu",
+    seed: int = 0,
+) -> dict[str, list[float]]:
+    """Mede o tempo (s, o melhor de ``repeats``) da atenção ingênua e de ``F.scaled_dot_product_attention``.
+
+    Devolve as listas ``seq_len``, ``naive_s``, ``sdpa_s``, ``flops`` e ``score_bytes``
+    (de ``costs.attention_cost``, somados sobre as cabeças).
+    """
+    device = torch.device(device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    result: dict[str, list[float]] = {k: [] for k in ("seq_len", "naive_s", "sdpa_s", "flops", "score_bytes")}
+    with torch.no_grad():
+        for n in seq_lens:
+            Q, K, V = (torch.randn(1, n_heads, n, d_k, generator=gen, device=device) for _ in range(3))
+            result["seq_len"].append(n)
+            naive = lambda Q=Q, K=K, V=V: naive_attention(Q, K, V)  # noqa: E731
+            fused = lambda Q=Q, K=K, V=V: F.scaled_dot_product_attention(Q, K, V)  # noqa: E731
+            result["naive_s"].append(_best_time(naive, repeats, sync))
+            result["sdpa_s"].append(_best_time(fused, repeats, sync))
+            cost = attention_cost(n, d_k)
+            result["flops"].append(n_heads * cost["flops"])
+            result["score_bytes"].append(n_heads * cost["score_bytes"])
+    return result
+
+
+def _allocated_bytes(fn, device: torch.device) -> int:
+    """Bytes alocados durante ``fn()``: pico do alocador na GPU; na CPU, a soma das alocações
+    registradas pelo ``torch.profiler`` (a CPU não tem contador de pico)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device) - base)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    return int(sum(e.self_cpu_memory_usage for e in prof.key_averages() if e.self_cpu_memory_usage > 0))
+
+
+def measure_attention_memory(
+    seq_lens: Sequence[int], d_k: int = 64, device: torch.device | str = "cpu", seed: int = 0
+) -> dict[str, list[int]]:
+    """Memória alocada (bytes) pela atenção ingênua e por ``F.scaled_dot_product_attention``."""
+    device = torch.device(device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    result: dict[str, list[int]] = {"seq_len": [], "naive_bytes": [], "sdpa_bytes": []}
+    with torch.no_grad():
+        for n in seq_lens:
+            Q, K, V = (torch.randn(1, 1, n, d_k, generator=gen, device=device) for _ in range(3))
+            result["seq_len"].append(n)
+            result["naive_bytes"].append(
+                _allocated_bytes(lambda Q=Q, K=K, V=V: naive_attention(Q, K, V), device)
+            )
+            result["sdpa_bytes"].append(
+                _allocated_bytes(lambda Q=Q, K=K, V=V: F.scaled_dot_product_attention(Q, K, V), device)
+            )
+    return result
+
+
+def loglog_slope(x: Sequence[float], y: Sequence[float]) -> float:
+    """Inclinação da reta de mínimos quadrados de log y contra log x (o expoente p em y ∝ x^p)."""
+    lx = torch.tensor([math.log(v) for v in x], dtype=torch.float64)
+    ly = torch.tensor([math.log(v) for v in y], dtype=torch.float64)
+    lx, ly = lx - lx.mean(), ly - ly.mean()
+    return float((lx * ly).sum() / (lx * lx).sum())
