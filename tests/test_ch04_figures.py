@@ -11,7 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from transformer_course import plots
-from transformer_course.layers import (
+from transformer_course.experiments.ch04 import (
     gradient_norms_at_init,
     ln_gradient_experiment,
     residual_norms_at_init,

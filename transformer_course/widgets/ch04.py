@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ..layers import ln_gradient_experiment
+from ..experiments.ch04 import ln_gradient_experiment
 from ..plots.ch04 import LN_COLORS, LN_NAMES
 from ._view import PngRenderer, interactive_png
 
