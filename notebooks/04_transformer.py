@@ -46,24 +46,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from transformer_course import plots
-from transformer_course.checks import (
-    check_decoder_layer,
-    check_decoder_layer_hidden,
-    check_encoder_layer,
-    check_encoder_layer_hidden,
-    check_feed_forward,
-    check_feed_forward_hidden,
-)
-from transformer_course.runtime import get_device, seeded_generator
+from transformer_course.checks import check_decoder_layer, check_encoder_layer, check_feed_forward
+from transformer_course.experiments.ch04 import ln_gradient_experiment, residual_norms_at_init
+from transformer_course.interop import load_encoder_layer_from_torch
 from transformer_course.layers import DecoderLayer as DecoderLayerRef
 from transformer_course.layers import EncoderLayer as EncoderLayerRef
 from transformer_course.layers import FeedForward as FeedForwardRef
-from transformer_course.interop import load_encoder_layer_from_torch
-from transformer_course.layers import (
-    TransformerClassifier,
-    ln_gradient_experiment,
-    residual_norms_at_init,
-)
+from transformer_course.layers import TransformerClassifier
 from transformer_course.masks import causal_mask, padding_mask
 from transformer_course.multihead import MultiHeadAttention
 
@@ -194,7 +183,9 @@ check_feed_forward(FeedForward)
 # %% nbgrader={"grade": true, "grade_id": "test_ffn_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (float64, gradientes, *dropout* em modo de treino e em modo eval...).
 ### BEGIN HIDDEN TESTS
-check_feed_forward_hidden(FeedForward)
+from transformer_course.tamper import hidden_check
+
+hidden_check("04_transformer", "test_ffn_hidden", globals())(FeedForward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -281,6 +272,10 @@ a_mao = (x - mu) / torch.sqrt(var + ln.eps) * ln.weight + ln.bias
 #
 # A correção copia os pesos de um `nn.TransformerEncoderLayer(..., activation="gelu",
 # batch_first=True, norm_first=...)` para a sua camada, pelos nomes acima, e compara as saídas.
+# Em modo de treino, com *dropout*, compara com a camada do pacote sorteando com a mesma semente:
+# um *dropout* a mais, a menos ou fora do lugar muda os sorteios. Quando a saída difere e o erro
+# não é um dos conhecidos, a mensagem diz em qual subcamada (`norm1`, `self_attn`, `ffn`...) a
+# primeira diferença aparece.
 
 # %% nbgrader={"grade": false, "grade_id": "encoder_layer", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class EncoderLayer(nn.Module):
@@ -292,8 +287,10 @@ class EncoderLayer(nn.Module):
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.ffn = FeedForwardRef(d_model, d_ff, dropout)
-        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
         ### END SOLUTION
 
     def forward(self, x, mask=None):
@@ -315,9 +312,11 @@ class EncoderLayer(nn.Module):
 check_encoder_layer(EncoderLayer)
 
 # %% nbgrader={"grade": true, "grade_id": "test_encoder_layer_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-# Testes ocultos: rodam na correção (float64, máscaras 3-D e 4-D, gradientes, dropout em eval...).
+# Testes ocultos: rodam na correção (float64, máscaras 3-D e 4-D, gradientes, *dropout* em eval e em treino...).
 ### BEGIN HIDDEN TESTS
-check_encoder_layer_hidden(EncoderLayer)
+from transformer_course.tamper import hidden_check
+
+hidden_check("04_transformer", "test_encoder_layer_hidden", globals())(EncoderLayer)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -499,8 +498,12 @@ class DecoderLayer(nn.Module):
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.ffn = FeedForwardRef(d_model, d_ff, dropout)
-        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
-        self.drop1, self.drop2, self.drop3 = (nn.Dropout(dropout) for _ in range(3))
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.norm3 = nn.LayerNorm(d_model)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+        self.dropout3 = nn.Dropout(dropout)
         ### END SOLUTION
 
     def forward(self, x, memory, tgt_mask=None, memory_mask=None):
@@ -508,16 +511,16 @@ class DecoderLayer(nn.Module):
         if self.norm_first:  # Pre-LN
             h = self.norm1(x)
             out, self_w = self.self_attn(h, h, h, tgt_mask)
-            x = x + self.drop1(out)
+            x = x + self.dropout1(out)
             out, cross_w = self.cross_attn(self.norm2(x), memory, memory, memory_mask)  # K, V: memória
-            x = x + self.drop2(out)
-            x = x + self.drop3(self.ffn(self.norm3(x)))
+            x = x + self.dropout2(out)
+            x = x + self.dropout3(self.ffn(self.norm3(x)))
         else:  # Post-LN
             out, self_w = self.self_attn(x, x, x, tgt_mask)
-            x = self.norm1(x + self.drop1(out))
-            out, cross_w = self.cross_attn(x, memory, memory, memory_mask)
-            x = self.norm2(x + self.drop2(out))
-            x = self.norm3(x + self.drop3(self.ffn(x)))
+            x = self.norm1(x + self.dropout1(out))
+            out, cross_w = self.cross_attn(x, memory, memory, memory_mask)  # K, V: memória
+            x = self.norm2(x + self.dropout2(out))
+            x = self.norm3(x + self.dropout3(self.ffn(x)))
         return x, self_w, cross_w
         ### END SOLUTION
 
@@ -526,9 +529,11 @@ class DecoderLayer(nn.Module):
 check_decoder_layer(DecoderLayer)
 
 # %% nbgrader={"grade": true, "grade_id": "test_decoder_layer_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-# Testes ocultos: rodam na correção (float64, máscara (B, 1, T, T), gradientes até a memória...).
+# Testes ocultos: rodam na correção (float64, máscara (B, 1, T, T), gradientes até a memória, *dropout* em treino...).
 ### BEGIN HIDDEN TESTS
-check_decoder_layer_hidden(DecoderLayer)
+from transformer_course.tamper import hidden_check
+
+hidden_check("04_transformer", "test_decoder_layer_hidden", globals())(DecoderLayer)
 ### END HIDDEN TESTS
 
 # %% [markdown]

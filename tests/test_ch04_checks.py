@@ -4,7 +4,9 @@ com o diagnóstico certo, cada erro conhecido."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
+import textwrap
 
 import pytest
 import torch
@@ -34,6 +36,10 @@ class Student(nn.Module):
     """FFN, codificador e decodificador de um aluno, com um "defeito" escolhido por ``bug``."""
 
     bug = None
+
+    def sub_drop(self, out):
+        """O *dropout* na saída de cada subcamada, antes da soma residual."""
+        return out if self.bug == "no_layer_dropout" else self.drop(out)
 
     def act(self, h):
         return {"relu": F.relu, "none": lambda v: v, "tanh": lambda v: F.gelu(v, approximate="tanh")}.get(
@@ -66,10 +72,13 @@ class StudentEncoder(Student):
     def __init__(self, d_model, n_heads, d_ff, dropout=0.0, norm_first=True):
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.self_attn = MultiHeadAttention(
+            d_model, n_heads, 0.0 if self.bug == "attn_no_dropout" else dropout
+        )
         self.ffn = make_ffn(self.bug)(d_model, d_ff, dropout)
         self.norm1 = nn.LayerNorm(d_model)
         self.norm2 = nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, x, mask=None):
         bug = self.bug
@@ -95,14 +104,20 @@ class StudentEncoder(Student):
                 out = f(h)
                 if name == "sa":
                     out, weights = out
+                if bug == "scaled_sa" and name == "sa":
+                    out = 0.5 * out  # um erro que não está na lista: a primeira diferença o localiza
                 base = h if bug == "res_normed" else x
-                x = base + out if keep else out
+                if bug == "dropout_after_sum":
+                    x = self.drop(base + out)
+                    continue
+                x = base + self.sub_drop(out) if keep else out
                 if bug == "double_norm":
                     x = norm(x)
             else:
                 out = f(x)
                 if name == "sa":
                     out, weights = out
+                out = self.sub_drop(out)
                 if bug == "norm_out":
                     x = x + norm(out)
                 else:
@@ -118,12 +133,14 @@ class StudentDecoder(Student):
     def __init__(self, d_model, n_heads, d_ff, dropout=0.0, norm_first=True):
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        attn_dropout = 0.0 if self.bug == "attn_no_dropout" else dropout
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
         self.ffn = make_ffn(self.bug)(d_model, d_ff, dropout)
         self.norm1 = nn.LayerNorm(d_model)
         self.norm2 = nn.LayerNorm(d_model)
         self.norm3 = nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, x, memory, tgt_mask=None, memory_mask=None):
         bug = self.bug
@@ -144,6 +161,9 @@ class StudentDecoder(Student):
             if bug == "cross_on_self":
                 return self.cross_attn(h, h, h, tgt_mask)
             mem = n2(memory) if bug == "norm_memory" else memory
+            mem = (
+                2.0 * mem if bug == "scaled_memory" else mem
+            )  # fora da lista: a primeira diferença o localiza
             return self.cross_attn(h, mem, mem, memory_mask)
 
         steps = [("sa", sa, self.norm1), ("ca", ca, n2), ("ff", self.ffn, n3)]
@@ -158,6 +178,7 @@ class StudentDecoder(Student):
             out = f(h)
             if isinstance(out, tuple):
                 out, weights[name] = out
+            out = self.sub_drop(out)
             if pre:
                 x = (h if bug == "res_normed" else x) + out if keep else out
                 if bug == "double_norm":
@@ -230,7 +251,15 @@ class EncoderBranches(nn.Module):
         return self._pre(x, mask) if self.norm_first else self._post(x, mask)
 
 
-class EncoderFloat64Inside(ref.EncoderLayer):
+def copy_of(cls):
+    """A classe de referência reescrita pelo aluno: o mesmo código, compilado fora do pacote (a
+    verificação oculta recusa a própria referência, as subclasses e os invólucros)."""
+    namespace = {**vars(ref), "__name__": "aluno"}
+    exec(compile(textwrap.dedent(inspect.getsource(cls)), "<aluno>", "exec"), namespace)
+    return namespace[cls.__name__]
+
+
+class EncoderFloat64Inside(copy_of(ref.EncoderLayer)):
     """Faz as contas em float64 e volta ao dtype da entrada."""
 
     def forward(self, x, mask=None):
@@ -249,43 +278,42 @@ class DecoderBranches(nn.Module):
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.ffn = FFNEinsum(d_model, d_ff, dropout)
         self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
+        self.p = dropout
 
     def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        def drop(v):
+            return F.dropout(v, self.p, self.training)
+
         if self.norm_first:
             h = self.norm1(x)
             a, sw = self.self_attn(h, h, h, tgt_mask)
-            x = x + a
+            x = x + drop(a)
             a, cw = self.cross_attn(self.norm2(x), memory, memory, memory_mask)
-            x = x + a
-            return x + self.ffn(self.norm3(x)), sw, cw
+            x = x + drop(a)
+            return x + drop(self.ffn(self.norm3(x))), sw, cw
         a, sw = self.self_attn(x, x, x, tgt_mask)
-        x = self.norm1(x + a)
+        x = self.norm1(x + drop(a))
         a, cw = self.cross_attn(x, memory, memory, memory_mask)
-        x = self.norm2(x + a)
-        return self.norm3(x + self.ffn(x)), sw, cw
-
-
-def subclass(cls):
-    """Cópia da classe de referência (a verificação oculta recusa a própria referência)."""
-    return type(f"Copy{cls.__name__}", (cls,), {})
+        x = self.norm2(x + drop(a))
+        return self.norm3(x + drop(self.ffn(x))), sw, cw
 
 
 @pytest.mark.parametrize("check", FFN_CHECKS)
-@pytest.mark.parametrize("cls", [subclass(ref.FeedForward), FFNSequential, FFNEinsum, make_ffn(None)])
+@pytest.mark.parametrize("cls", [copy_of(ref.FeedForward), FFNSequential, FFNEinsum, make_ffn(None)])
 def test_ffn_correct_variants_pass(check, cls):
     assert "passaram" in run_quiet(check, cls)
 
 
 @pytest.mark.parametrize("check", ENC_CHECKS)
 @pytest.mark.parametrize(
-    "cls", [subclass(ref.EncoderLayer), EncoderBranches, EncoderFloat64Inside, make_encoder(None)]
+    "cls", [copy_of(ref.EncoderLayer), EncoderBranches, EncoderFloat64Inside, make_encoder(None)]
 )
 def test_encoder_correct_variants_pass(check, cls):
     assert "passaram" in run_quiet(check, cls)
 
 
 @pytest.mark.parametrize("check", DEC_CHECKS)
-@pytest.mark.parametrize("cls", [subclass(ref.DecoderLayer), DecoderBranches, make_decoder(None)])
+@pytest.mark.parametrize("cls", [copy_of(ref.DecoderLayer), DecoderBranches, make_decoder(None)])
 def test_decoder_correct_variants_pass(check, cls):
     assert "passaram" in run_quiet(check, cls)
 
@@ -348,6 +376,58 @@ def test_ffn_train_dropout_mistakes_diagnosed(bug):
     run_quiet(ch04.check_feed_forward, make_ffn(bug))  # sem dropout ativo, os testes visíveis passam
     with pytest.raises(AssertionError, match=FFN_HIDDEN_BUGS[bug]):
         run_quiet(ch04.check_feed_forward_hidden, make_ffn(bug))
+
+
+LAYER_TRAIN_BUGS = {
+    "no_layer_dropout": "sem \\*dropout\\* na saída das subcamadas",
+    "attn_no_dropout": "atenção sem \\*dropout\\* nos pesos",
+    "dropout_at_end": "primeira diferença aparece em `ffn`, na saída",
+    "no_dropout": "FFN sem \\*dropout\\* entre a GELU e `linear2`",
+}
+
+
+@pytest.mark.parametrize("make,check", [(make_encoder, ENC_CHECKS), (make_decoder, DEC_CHECKS)])
+@pytest.mark.parametrize("bug", list(LAYER_TRAIN_BUGS))
+def test_layer_train_dropout_mistakes_diagnosed(make, check, bug):
+    """Novo: em modo de treino, com dropout > 0 e a mesma semente, o dropout fora do lugar é acusado."""
+    run_quiet(check[0], make(bug))  # sem dropout ativo, os testes visíveis passam
+    with pytest.raises(
+        AssertionError, match=f"dropout = 0.3, modo de treino(.|\\n)*({LAYER_TRAIN_BUGS[bug]})"
+    ):
+        run_quiet(check[1], make(bug))
+
+
+def test_dropout_after_the_residual_sum_is_located():
+    """Novo: `x = dropout(x + subcamada(LN(x)))` não é um erro da lista; a mensagem diz onde a saída
+    da camada do aluno começa a diferir (a entrada da `norm2`, logo depois da primeira soma)."""
+    run_quiet(ch04.check_encoder_layer, make_encoder("dropout_after_sum"))
+    with pytest.raises(AssertionError, match="primeira diferença aparece em `norm2`, na entrada"):
+        run_quiet(ch04.check_encoder_layer_hidden, make_encoder("dropout_after_sum"))
+
+
+@pytest.mark.parametrize(
+    "make,bug,where",
+    [
+        (make_encoder, "scaled_sa", "`norm2`, na entrada"),
+        (make_decoder, "scaled_memory", "`cross_attn`, na saída"),
+    ],
+)
+def test_unknown_mistake_says_where_the_first_difference_is(make, bug, where):
+    """Novo: um erro fora da lista é localizado pelos ganchos nas subcamadas."""
+    check = ch04.check_encoder_layer if make is make_encoder else ch04.check_decoder_layer
+    with pytest.raises(AssertionError, match=f"A primeira diferença aparece em {where}"):
+        run_quiet(check, make(bug))
+
+
+def test_ffn_unknown_mistake_located():
+    """Novo: na FFN, a primeira diferença aparece na entrada de `linear2` (depois da ativação)."""
+
+    class Scaled(StudentFFN):
+        def forward(self, x):
+            return self.linear2(self.dropout(2.0 * F.gelu(self.linear1(x))))
+
+    with pytest.raises(AssertionError, match="primeira diferença aparece em `linear2`, na entrada"):
+        run_quiet(ch04.check_feed_forward, Scaled)
 
 
 @pytest.mark.parametrize("bug", list(ENC_BUGS))
@@ -454,7 +534,7 @@ def test_torch_builtin_forbidden_in_hidden_check():
     class UsesTorch(nn.Module):
         def __init__(self, d_model, n_heads, d_ff, dropout=0.0, norm_first=True):
             super().__init__()
-            self.inner = ref.EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first)
+            self.inner = copy_of(ref.EncoderLayer)(d_model, n_heads, d_ff, dropout, norm_first)
             self.self_attn, self.ffn = self.inner.self_attn, self.inner.ffn
             self.norm1, self.norm2 = self.inner.norm1, self.inner.norm2
             self.spy = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
@@ -492,9 +572,9 @@ def test_stub_says_not_implemented(check):
 def test_checks_are_silent(capfd):
     # Tempo não se testa com assert (oscila numa máquina ocupada): `make bench` mede.
     for check, cls in [
-        (ch04.check_feed_forward, subclass(ref.FeedForward)),
-        (ch04.check_encoder_layer_hidden, subclass(ref.EncoderLayer)),
-        (ch04.check_decoder_layer_hidden, subclass(ref.DecoderLayer)),
+        (ch04.check_feed_forward, copy_of(ref.FeedForward)),
+        (ch04.check_encoder_layer_hidden, copy_of(ref.EncoderLayer)),
+        (ch04.check_decoder_layer_hidden, copy_of(ref.DecoderLayer)),
     ]:
         run_quiet(check, cls)
     assert capfd.readouterr().err == ""
@@ -519,12 +599,12 @@ def test_reference_layers_equal_pytorch(norm_first):
 def test_variant_builder_matches_pytorch():
     """O montador de variantes das verificações, sem erro, é a própria camada do PyTorch."""
     for norm_first in (True, False):
-        t = ch04._torch_decoder(8, 2, 16, norm_first, 0)
+        t = ch04._torch_layer(True, 8, 2, 16, norm_first, 0)
         x, mem = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
-        out, _, _ = ch04._decoder_variant(t, x, mem, None, None, norm_first)
+        out, _, _ = ch04._variant(t, x, mem, None, None, norm_first)
         torch.testing.assert_close(out, t(x, mem))
-        te = ch04._torch_encoder(8, 2, 16, norm_first, 0)
-        torch.testing.assert_close(ch04._encoder_variant(te, x, None, norm_first)[0], te(x))
+        te = ch04._torch_layer(False, 8, 2, 16, norm_first, 0)
+        torch.testing.assert_close(ch04._variant(te, x, None, None, None, norm_first)[0], te(x))
 
 
 def test_classifier_ignores_padding():

@@ -1,20 +1,22 @@
 """Verificações do capítulo 4: ``FeedForward``, ``EncoderLayer`` e ``DecoderLayer``.
 
-Oráculos independentes do código do aluno: ``nn.TransformerEncoderLayer`` e
-``nn.TransformerDecoderLayer`` do PyTorch (``batch_first=True``, ``activation="gelu"``,
-``dropout=0``) com pesos sorteados por um gerador com semente e copiados para a camada do
-aluno; os pesos de atenção vêm de ``nn.MultiheadAttention(need_weights=True)``. A FFN é
-comparada com a fórmula escrita com ``F.linear`` e ``F.gelu``.
+Oráculos: ``nn.TransformerEncoderLayer``/``nn.TransformerDecoderLayer`` (``batch_first=True``,
+``activation="gelu"``, ``dropout=0``) com pesos sorteados com semente e copiados para a camada do
+aluno (``interop``); a FFN contra as lineares do PyTorch e ``F.gelu``. Em modo de treino, com
+*dropout* > 0, contra a referência do pacote sob o mesmo estado do gerador: um *dropout* fora do
+lugar muda os sorteios e a saída.
 
-Os erros conhecidos são calculados com os MESMOS módulos do PyTorch, montados do jeito errado
-(:func:`_encoder_variant`, :func:`_decoder_variant`): quando a saída do aluno coincide com um
-deles, a mensagem diz qual.
+Os erros conhecidos são os MESMOS módulos do PyTorch montados do jeito errado (:func:`_variant`):
+quando a saída coincide com um deles, a mensagem diz qual. Quando não coincide com nenhum, ganchos
+(*forward hooks*) nas subcamadas (``self_attn``, ``cross_attn``, ``ffn``, as LayerNorms; na FFN,
+``linear1`` e ``linear2``) dizem em qual entrada ou saída a primeira diferença aparece.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import warnings
-from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -22,154 +24,96 @@ from torch.nn import functional as F
 
 from .. import interop
 from .. import layers as reference
-from ..runtime import seeded_generator
-from ..feedback import (
-    Mistake,
-    call,
-    describe,
-    expect,
-    expect_close,
-    expect_raises,
-    expect_unchanged,
-    forbid_torch_functions,
-    passed,
-    single_threaded,
-    snapshot,
-)
+from ..exercises import Exercise, GradedCell
+from ..feedback import Mistake, describe, tolerances
+from ..runtime import dtype_name, isolated, seeded_generator
 
-__all__ = [
-    "check_decoder_layer",
-    "check_decoder_layer_hidden",
-    "check_encoder_layer",
-    "check_encoder_layer_hidden",
-    "check_feed_forward",
-    "check_feed_forward_hidden",
-]
+__all__ = ["check_decoder_layer", "check_encoder_layer", "check_feed_forward"]
 
-FFN, ENC, DEC = "FeedForward", "EncoderLayer", "DecoderLayer"
+CHAPTER = "04_transformer"
+
+
+def _exercise(name: str, grade_id: str, points: int) -> Exercise:
+    cells = (
+        GradedCell(f"test_{grade_id}", points),
+        GradedCell(f"test_{grade_id}_hidden", points, hidden=True),
+    )
+    return Exercise(CHAPTER, name, getattr(reference, name), cells=cells)
+
+
+FFN_EX = _exercise("FeedForward", "ffn", 1)
+ENC_EX = _exercise("EncoderLayer", "encoder_layer", 2)
+DEC_EX = _exercise("DecoderLayer", "decoder_layer", 2)
 
 # ---------------------------------------------------------------- nomes dos erros conhecidos
 
-RELU = 'a FFN com ReLU em vez de GELU (o oráculo usa `activation="gelu"`)'
-NO_ACT = (
-    "a FFN sem ativação entre `linear1` e `linear2` (duas lineares seguidas equivalem a uma "
-    "só: sem a não linearidade, a FFN não acrescenta nada)"
+# a FFN
+RELU, NO_ACT, TANH, ACT_AFTER = (
+    'a FFN com ReLU em vez de GELU (o oráculo usa `activation="gelu"`)',
+    "a FFN sem ativação entre `linear1` e `linear2` (duas lineares seguidas equivalem a uma só: sem a não "
+    "linearidade, a FFN não acrescenta nada)",
+    'a GELU aproximada por tanh (`approximate="tanh"`, a do BERT e do GPT-2); este exercício pede a GELU '
+    'exata, com a função erro, a do `activation="gelu"` do PyTorch',
+    "a FFN com a ativação também depois de `linear2` (a GELU vai só entre as duas lineares)",
 )
-TANH = (
-    'a GELU aproximada por tanh (`approximate="tanh"`, a do BERT e do GPT-2); este exercício '
-    'pede a GELU exata, com a função erro, a do `activation="gelu"` do PyTorch'
+FFN_DOUBLE_DROPOUT, FFN_DROPOUT_AT_END, FFN_NO_DROPOUT = (
+    "a FFN com dois sorteios de *dropout* seguidos, um entre a GELU e `linear2` e outro no fim (não ponha "
+    "outro no fim da FFN: a camada já aplica o dela na saída da subcamada)",
+    "a FFN com o *dropout* no fim, depois de `linear2`, em vez de entre a GELU e `linear2`",
+    "a FFN sem *dropout* em modo de treino (o `nn.Dropout` foi criado mas não é aplicado)",
 )
-ACT_AFTER = "a FFN com a ativação também depois de `linear2` (a GELU vai só entre as duas lineares)"
-POST_WHEN_PRE = (
-    "uma camada Post-LN (LayerNorm depois da soma residual), mas `norm_first=True` "
-    "pede Pre-LN: x = x + subcamada(LN(x))"
+# as LayerNorms e as conexões residuais
+POST_WHEN_PRE, PRE_WHEN_POST, DOUBLE_NORM, RES_NORMED, NORM_OUT, SHARED_NORM, NO_RESIDUAL = (
+    "uma camada Post-LN (LayerNorm depois da soma residual), mas `norm_first=True` pede Pre-LN: "
+    "x = x + subcamada(LN(x))",
+    "uma camada Pre-LN, mas `norm_first=False` pede Post-LN, o arranjo de 2017: x = LN(x + subcamada(x))",
+    "a LayerNorm aplicada também DEPOIS da soma residual no Pre-LN: no Pre-LN a soma x + subcamada(LN(x)) "
+    "segue sem normalizar",
+    "o resíduo somado à entrada JÁ normalizada (h = LN(x); x = h + subcamada(h)); no Pre-LN o resíduo leva "
+    "o x original: x = x + subcamada(LN(x))",
+    "a LayerNorm aplicada só à saída da subcamada, antes da soma (x = x + LN(subcamada(x))); no Post-LN ela "
+    "normaliza a soma: x = LN(x + subcamada(x))",
+    "uma única LayerNorm (`norm1`) reaproveitada em todas as subcamadas; cada subcamada tem a sua (`norm1`, "
+    "`norm2`, ...), com pesos próprios",
+    "a camada SEM a conexão residual {}: a saída da subcamada substitui x em vez de ser somada a ele",
 )
-PRE_WHEN_POST = (
-    "uma camada Pre-LN, mas `norm_first=False` pede Post-LN, o arranjo de 2017: x = LN(x + subcamada(x))"
-)
-DOUBLE_NORM = (
-    "a LayerNorm aplicada também DEPOIS da soma residual no Pre-LN: no Pre-LN a soma "
-    "x + subcamada(LN(x)) segue sem normalizar"
-)
-RES_NORMED = (
-    "o resíduo somado à entrada JÁ normalizada (h = LN(x); x = h + subcamada(h)); "
-    "no Pre-LN o resíduo leva o x original: x = x + subcamada(LN(x))"
-)
-NORM_OUT = (
-    "a LayerNorm aplicada só à saída da subcamada, antes da soma (x = x + LN(subcamada(x))); "
-    "no Post-LN ela normaliza a soma: x = LN(x + subcamada(x))"
-)
-SHARED_NORM = (
-    "uma única LayerNorm (`norm1`) reaproveitada em todas as subcamadas; cada subcamada "
-    "tem a sua (`norm1`, `norm2`, ...), com pesos próprios"
-)
+# a ordem das subcamadas, as máscaras e a memória
 FFN_FIRST = "as subcamadas na ordem errada: a FFN antes da atenção"
+CROSS_FIRST = "as subcamadas na ordem errada: a atenção cruzada antes da autoatenção mascarada"
 MASK_IGNORED = "a atenção sem máscara: a `mask` não chegou a `self_attn`"
 MASK_INVERTED = (
-    "a máscara invertida (`~mask`): neste curso True = pode atender; só os módulos "
-    "do PyTorch usam True = bloqueado"
+    "a máscara invertida (`~mask`): neste curso True = pode atender; só os módulos do PyTorch usam True = "
+    "bloqueado"
 )
-CROSS_ON_SELF = (
-    "a atenção cruzada olhando para a entrada do decodificador em vez da memória: "
-    "Q vem do decodificador, mas K e V vêm de `memory`"
-)
-NORM_MEMORY = (
-    "a memória normalizada (LayerNorm aplicada a `memory`); só a entrada do "
-    "decodificador passa pela `norm2` — a memória já vem normalizada do codificador"
-)
-CROSS_FIRST = "as subcamadas na ordem errada: a atenção cruzada antes da autoatenção mascarada"
 TGT_IGNORED = "a autoatenção sem `tgt_mask` (a máscara causal não chegou a `self_attn`)"
-MEM_IGNORED = "a atenção cruzada sem `memory_mask` (o padding da fonte não chegou a `cross_attn`)"
 TGT_INVERTED = "a `tgt_mask` invertida (`~tgt_mask`): neste curso True = pode atender"
+MEM_IGNORED = "a atenção cruzada sem `memory_mask` (o padding da fonte não chegou a `cross_attn`)"
+CROSS_ON_SELF, NORM_MEMORY = (
+    "a atenção cruzada olhando para a entrada do decodificador em vez da memória: Q vem do decodificador, "
+    "mas K e V vêm de `memory`",
+    "a memória normalizada (LayerNorm aplicada a `memory`); só a entrada do decodificador passa pela "
+    "`norm2` — a memória já vem normalizada do codificador",
+)
 SWAPPED_WEIGHTS = "os pesos da atenção cruzada no lugar dos da autoatenção (ou vice-versa)"
+# o dropout da camada, em modo de treino
+LAYER_NO_DROPOUT, ATTN_NO_DROPOUT, LAYER_FFN_NO_DROPOUT = (
+    "a camada sem *dropout* na saída das subcamadas: em modo de treino, a saída de cada subcamada passa por "
+    "um `nn.Dropout(dropout)` antes da soma residual",
+    "a atenção sem *dropout* nos pesos: passe o `dropout` à `MultiHeadAttention(d_model, n_heads, dropout)`",
+    "a FFN sem *dropout* entre a GELU e `linear2`: passe o `dropout` à `FeedForwardRef(d_model, d_ff, "
+    "dropout)` (ou, na sua FFN, aplique-o)",
+)
+WHERE = {"sa": "na autoatenção", "ca": "na atenção cruzada", "ff": "na FFN"}
+_gelu_tanh = functools.partial(F.gelu, approximate="tanh")
+_no_act = nn.Identity()
 
 
-def _no_residual(where: str) -> str:
-    return (
-        f"a camada SEM a conexão residual {where}: a saída da subcamada substitui x em vez de "
-        "ser somada a ele"
-    )
-
-
-_single_thread = single_threaded
-
-
-def _close(actual, expected, name, tried, what, mistakes_fn=None, **tol):
-    """``expect_close`` que só calcula os erros conhecidos quando a resposta está errada
-    (montar cada variante errada custa uma passada da camada: caro demais para um acerto)."""
-    __tracebackhide__ = True
-    try:
-        expect_close(actual, expected, name, tried, what, **tol)
-    except AssertionError:
-        if mistakes_fn is None:
-            raise
-        expect_close(actual, expected, name, tried, what, mistakes_fn(), **tol)
-
-
-def _lazy(fn):
-    """Calcula ``fn()`` uma vez, na primeira chamada."""
-    cache = []
-
-    def get():
-        if not cache:
-            cache.append(fn())
-        return cache[0]
-
-    return get
-
-
-def _gelu_tanh(x):
-    return F.gelu(x, approximate="tanh")
-
-
-def _no_act(x):
-    return x
-
-
-# ---------------------------------------------------------------- máscaras para o PyTorch
-
-
-def _torch_masks(mask, B: int, H: int):
-    """Converte uma máscara do curso (True = pode atender) em ``(attn_mask, key_padding_mask)``
-    do ``nn.MultiheadAttention`` (True = bloqueado)."""
-    if mask is None:
-        return None, None
-    if mask.dim() == 2:
-        return ~mask, None
-    if mask.dim() == 4 and mask.size(1) == 1 and mask.size(2) == 1:
-        return None, ~mask[:, 0, 0, :]  # (B, 1, 1, S) -> (B, S)
-    if mask.dim() == 3:
-        mask = mask.unsqueeze(1)  # (B, T, S) -> (B, 1, T, S)
-    full = mask.expand(B, H, mask.size(-2), mask.size(-1))  # (B, H, T, S)
-    return ~full.reshape(B * H, mask.size(-2), mask.size(-1)), None  # -> (B·H, T, S)
+# ---------------------------------------------------------------- camadas montadas (certas ou erradas)
 
 
 def _mha(mha: nn.MultiheadAttention, q, kv, mask):
-    attn_mask, kpm = _torch_masks(mask, q.size(0), mha.num_heads)
-    out, weights = mha(
-        q, kv, kv, attn_mask=attn_mask, key_padding_mask=kpm, need_weights=True, average_attn_weights=False
-    )
-    return out, weights
+    attn_mask = None if mask is None else interop.to_mha_attn_mask(mask, mha.num_heads, q.size(1))
+    return mha(q, kv, kv, attn_mask=attn_mask, need_weights=True, average_attn_weights=False)
 
 
 def _ffn(t, x, act=F.gelu, act_after=False):
@@ -177,100 +121,78 @@ def _ffn(t, x, act=F.gelu, act_after=False):
     return act(out) if act_after else out
 
 
-# ---------------------------------------------------------------- camadas montadas (certas ou erradas)
+def _variant(t, x, memory=None, tgt_mask=None, memory_mask=None, norm_first=True, **bug):
+    """A camada do PyTorch ``t`` remontada, certa ou com o erro ``bug``; sem ``memory``, o codificador.
 
-
-def _run_blocks(x, blocks, order, norm_first, pre_mode="ok", residual=None, post_mode="ok"):
-    """Aplica as subcamadas ``blocks[nome] = (f, norm)`` na ordem dada, Pre-LN ou Post-LN."""
-    residual = residual or {}
-    weights = {}
-    for name in order:
-        f, norm = blocks[name]
-        if norm_first:
-            h = norm(x)
-            out = f(h)
-            if isinstance(out, tuple):
-                out, weights[name] = out
-            base = h if pre_mode == "res_normed" else x
-            x = base + out if residual.get(name, True) else out
-            if pre_mode == "double":
-                x = norm(x)
-        else:
-            out = f(x)
-            if isinstance(out, tuple):
-                out, weights[name] = out
-            if post_mode == "norm_out":
-                x = x + norm(out)
-            else:
-                x = norm(x + out) if residual.get(name, True) else norm(out)
-    return x, weights
-
-
-def _encoder_variant(
-    t,
-    x,
-    mask,
-    norm_first,
-    act=F.gelu,
-    pre_mode="ok",
-    residual=None,
-    shared_norm=False,
-    mask_mode="ok",
-    order=("sa", "ff"),
-    post_mode="ok",
-):
-    """A camada do codificador montada com os módulos de ``t`` (certa, ou com um erro)."""
-    m = {"ok": mask, "ignored": None, "inverted": None if mask is None else ~mask}[mask_mode]
-    # shared_norm: "first" = a norm1 em tudo; "last" = um único módulo com dois nomes
-    # (norm1 = norm2), que fica com os pesos copiados por último (os da norm2).
-    norm1 = t.norm2 if shared_norm == "last" else t.norm1
-    norm2 = t.norm1 if shared_norm == "first" else t.norm2
-    blocks = {"sa": (lambda h: _mha(t.self_attn, h, h, m), norm1), "ff": (lambda h: _ffn(t, h, act), norm2)}
-    x, weights = _run_blocks(x, blocks, order, norm_first, pre_mode, residual, post_mode)
-    return x, weights.get("sa")
-
-
-def _decoder_variant(
-    t,
-    x,
-    memory,
-    tgt_mask,
-    memory_mask,
-    norm_first,
-    act=F.gelu,
-    pre_mode="ok",
-    residual=None,
-    shared_norm=False,
-    tgt_mode="ok",
-    mem_mode="ok",
-    kv="memory",
-    order=("sa", "ca", "ff"),
-    post_mode="ok",
-):
-    """A camada do decodificador montada com os módulos de ``t`` (certa, ou com um erro)."""
-    tm = {"ok": tgt_mask, "ignored": None, "inverted": None if tgt_mask is None else ~tgt_mask}[tgt_mode]
-    mm = {"ok": memory_mask, "ignored": None}[mem_mode]
-    n1 = t.norm3 if shared_norm == "last" else t.norm1
-    n2 = {"first": t.norm1, "last": t.norm3}.get(shared_norm, t.norm2)
-    n3 = t.norm1 if shared_norm == "first" else t.norm3
+    Devolve (x, pesos da autoatenção, pesos da atenção cruzada ou None).
+    """
+    names = ("sa", "ff") if memory is None else ("sa", "ca", "ff")
+    tm = {None: tgt_mask, "ignored": None, "inverted": None if tgt_mask is None else ~tgt_mask}[
+        bug.get("tgt")
+    ]
+    mm = None if bug.get("mem") == "ignored" else memory_mask
+    norms = [t.norm1, t.norm2] + ([] if memory is None else [t.norm3])
+    # shared: "first" = a norm1 em tudo; "last" = um único módulo com vários nomes (norm1 = norm2 ...),
+    # que fica com os pesos copiados por último.
+    norms = {"first": [norms[0]] * len(norms), "last": [norms[-1]] * len(norms)}.get(bug.get("shared"), norms)
+    kv, pre, act = bug.get("kv"), bug.get("pre"), bug.get("act", F.gelu)
 
     def ca(h):
-        if kv == "memory":
-            return _mha(t.multihead_attn, h, memory, mm)
-        if kv == "self":
-            return _mha(t.multihead_attn, h, h, tm)
-        return _mha(t.multihead_attn, h, n2(memory), mm)  # kv == "normed"
+        k, m = (memory, mm) if kv is None else (h, tm) if kv == "self" else (norms[1](memory), mm)
+        return _mha(t.multihead_attn, h, k, m)
 
-    blocks = {
-        "sa": (lambda h: _mha(t.self_attn, h, h, tm), n1),
-        "ca": (ca, n2),
-        "ff": (lambda h: _ffn(t, h, act), n3),
-    }
-    x, weights = _run_blocks(x, blocks, order, norm_first, pre_mode, residual, post_mode)
+    fns = {"sa": lambda h: _mha(t.self_attn, h, h, tm), "ca": ca, "ff": lambda h: _ffn(t, h, act)}
+    weights = {}
+    for name in bug.get("order", names):
+        norm = norms[names.index(name)]
+        h = norm(x) if norm_first else x
+        out = fns[name](h)
+        if isinstance(out, tuple):
+            out, weights[name] = out
+        keep = name not in bug.get("no_res", ())
+        if norm_first:
+            x = (h if pre == "res_normed" else x) + out if keep else out
+            x = norm(x) if pre == "double" else x
+        else:
+            x = x + norm(out) if bug.get("post") else norm(x + out if keep else out)
     return x, weights.get("sa"), weights.get("ca")
 
 
-# ---------------------------------------------------------------- pesos sorteados e cópia
+def _mistakes(t, x, memory, tgt_mask, memory_mask, norm_first):
+    """Os erros conhecidos: ([saídas], [pesos da autoatenção], [pesos da cruzada])."""
+    dec = memory is not None
+    subs = ("sa", "ca", "ff") if dec else ("sa", "ff")
+    cases = [(RELU, {"act": F.relu}), (NO_ACT, {"act": _no_act}), (TANH, {"act": _gelu_tanh})]
+    cases.append((POST_WHEN_PRE if norm_first else PRE_WHEN_POST, {"norm_first": not norm_first}))
+    cases += [(NO_RESIDUAL.format(WHERE[s]), {"no_res": (s,)}) for s in subs]
+    every = "em todas as subcamadas" if dec else "nas duas subcamadas"
+    cases.append((NO_RESIDUAL.format(every), {"no_res": subs}))
+    cases += [(SHARED_NORM, {"shared": "first"}), (SHARED_NORM, {"shared": "last"})]
+    cases.append((FFN_FIRST, {"order": ("ff", *subs[:-1])}))
+    if norm_first:
+        cases += [(DOUBLE_NORM, {"pre": "double"}), (RES_NORMED, {"pre": "res_normed"})]
+    else:
+        cases.append((NORM_OUT, {"post": "norm_out"}))
+    if tgt_mask is not None:
+        cases.append((TGT_IGNORED if dec else MASK_IGNORED, {"tgt": "ignored"}))
+        cases.append((TGT_INVERTED if dec else MASK_INVERTED, {"tgt": "inverted"}))
+    if dec:
+        cases += [(CROSS_ON_SELF, {"kv": "self"}), (NORM_MEMORY, {"kv": "normed"})]
+        cases.append((CROSS_FIRST, {"order": ("ca", "sa", "ff")}))
+    if memory_mask is not None:
+        cases.append((MEM_IGNORED, {"mem": "ignored"}))
+    found = ([], [], [])
+    for label, kw in cases:
+        try:
+            values = _variant(t, x, memory, tgt_mask, memory_mask, **{"norm_first": norm_first, **kw})
+        except RuntimeError:
+            continue
+        for bucket, value in zip(found, values):
+            bucket.append(Mistake(label, value))
+    return found
+
+
+# ---------------------------------------------------------------- pesos sorteados, ganchos e comparação
 
 
 @torch.no_grad()
@@ -286,777 +208,479 @@ def _randomize(module: nn.Module, gen: torch.Generator) -> None:
             p.copy_(1.5 * torch.randn(p.shape, generator=gen) / p.shape[-1] ** 0.5)
 
 
-def _torch_encoder(D, H, Fd, norm_first, seed):
+def _torch_layer(dec: bool, D, H, Fd, norm_first, seed):
+    cls = nn.TransformerDecoderLayer if dec else nn.TransformerEncoderLayer
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        t = nn.TransformerEncoderLayer(
-            D, H, Fd, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first
-        )
+        t = cls(D, H, Fd, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first)
     _randomize(t, seeded_generator(seed))
     return t
 
 
-def _torch_decoder(D, H, Fd, norm_first, seed):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        t = nn.TransformerDecoderLayer(
-            D, H, Fd, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first
-        )
-    _randomize(t, seeded_generator(seed))
-    return t
+def _load(layer, t, dec: bool):
+    loader = interop.load_decoder_layer_from_torch if dec else interop.load_encoder_layer_from_torch
+    return loader(layer, t)
 
 
-def _linear_ok(module, attr: str, d_in: int, d_out: int, name: str, tried: str, owner: str) -> None:
+def _reference(dec: bool, t, *args):
+    """A camada de referência do pacote com os pesos de ``t``."""
+    return _load((reference.DecoderLayer if dec else reference.EncoderLayer)(*args), t, dec)
+
+
+def _load_ffn(ffn, t):
+    for attr in ("linear1", "linear2"):
+        getattr(ffn, attr).load_state_dict(getattr(t, attr).state_dict())
+    return ffn
+
+
+def _traced(module, names, run):
+    """``run()`` gravando, em ordem, a entrada e as saídas de cada submódulo ``names`` de ``module``.
+
+    Devolve (resultado, [(rótulo, tensor)]). Os ganchos saem no fim, mesmo com exceção.
+    """
+    stages, handles = [], []
+
+    def hook(name):
+        def record(mod, args, kwargs, output):
+            first = args[0] if args else next(iter(kwargs.values()), None)
+            outs = output if isinstance(output, tuple) else (output,)
+            for where, value in zip(("na entrada", "na saída", "nos pesos"), (first, *outs)):
+                keep = value.detach().clone() if isinstance(value, torch.Tensor) else value
+                stages.append((f"`{name}`, {where}", keep))
+
+        return record
+
+    for name in names:
+        sub = getattr(module, name, None)
+        if isinstance(sub, nn.Module):
+            handles.append(sub.register_forward_hook(hook(name), with_kwargs=True))
+    try:
+        return run(), stages
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _pair(mine, theirs):
+    """(rótulo, do aluno, esperado) na ordem da referência: a k-ésima chamada de cada submódulo."""
+    got, seen, stages = {}, {}, []
+    for label, value in mine:
+        got.setdefault(label, []).append(value)
+    for label, value in theirs:
+        k = seen[label] = seen.get(label, -1) + 1
+        values = got.get(label, [])
+        stages.append((label, values[k] if k < len(values) else None, value))
+    return stages
+
+
+def _same(actual, expected) -> bool:
+    if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape:
+        return False
+    a, e = actual.detach().to(torch.float64), expected.detach().to(torch.float64)
+    return torch.allclose(a, e, **tolerances(expected.dtype), equal_nan=True)
+
+
+def _compare(c, actual, expected, what, mistakes=list, stages=None):
+    """``c.close``; só numa resposta errada calcula os erros conhecidos (cada um custa uma passada da
+    camada) e, se nenhum coincide, aponta com ``c.first_difference`` a primeira etapa que difere."""
+    __tracebackhide__ = True
+    wrong = not _same(actual, expected)
+    known = mistakes() if wrong else []
+    if wrong and stages is not None and not any(_same(actual, m.value) for m in known):
+        c.first_difference(stages())
+    c.close(actual, expected, what, known)
+
+
+# ---------------------------------------------------------------- construção e atributos
+
+
+def _build(c, cls, *args, **kwargs):
+    __tracebackhide__ = True
+    shown = ", ".join([*map(str, args), *(f"{k}={v}" for k, v in kwargs.items())])
+    tried = c.tried
+    c.case(f"{tried} — construção `{c.name}({shown})`")
+    module = c.call(cls, *args, **kwargs)
+    c.case(tried)
+    c.expect(
+        isinstance(module, nn.Module),
+        f"`{c.name}(...)` deveria criar um `nn.Module`; criou {describe(module)}.",
+    )
+    return module
+
+
+def _linear_ok(c, module, attr, d_in, d_out, owner):
     lin = getattr(module, attr, None)
-    expect(
+    c.expect(
         isinstance(lin, nn.Linear),
-        name,
-        tried,
         f"`{owner}.{attr}` deveria ser um `nn.Linear`; encontrei {describe(lin)}.",
         "crie o atributo com esse nome exato no `__init__` (a correção copia pesos por ele).",
     )
-    expect(
+    c.expect(
         (lin.in_features, lin.out_features) == (d_in, d_out) and lin.bias is not None,
-        name,
-        tried,
         f"`{owner}.{attr}` deveria ser `nn.Linear({d_in}, {d_out})` com viés; é "
         f"`nn.Linear({lin.in_features}, {lin.out_features}, bias={lin.bias is not None})`.",
     )
 
 
-def _mha_ok(module, attr: str, D: int, name: str, tried: str, owner: str) -> None:
-    mha = getattr(module, attr, None)
-    expect(
-        mha is not None
-        and all(isinstance(getattr(mha, w, None), nn.Linear) for w in ("W_Q", "W_K", "W_V", "W_O")),
-        name,
-        tried,
-        f"`{owner}.{attr}` deveria ser uma `MultiHeadAttention` do capítulo 3 (com `W_Q`, `W_K`, "
-        f"`W_V`, `W_O`); encontrei "
-        f"{describe(mha) if not isinstance(mha, nn.Module) else type(mha).__name__}.",
-        "use `MultiHeadAttention(d_model, n_heads, dropout)` de `transformer_course.multihead`.",
-    )
-    for w in ("W_Q", "W_K", "W_V", "W_O"):
-        _linear_ok(mha, w, D, D, name, tried, f"{owner}.{attr}")
-
-
-def _norm_ok(module, attr: str, D: int, name: str, tried: str) -> None:
-    norm = getattr(module, attr, None)
-    expect(
-        isinstance(norm, nn.LayerNorm) and tuple(norm.normalized_shape) == (D,),
-        name,
-        tried,
-        f"`{attr}` deveria ser `nn.LayerNorm({D})`; encontrei "
-        f"{type(norm).__name__ if isinstance(norm, nn.Module) else describe(norm)}.",
-    )
-
-
-def _build(cls, name: str, tried: str, *args, **kwargs):
-    return call(
-        cls,
-        name,
-        f"{tried} — construção `{name}({', '.join(map(str, args))}"
-        f"{''.join(f', {k}={v}' for k, v in kwargs.items())})`",
-        *args,
-        **kwargs,
-    )
-
-
-@torch.no_grad()
-def _load_ffn(ffn, t) -> None:
-    for attr in ("linear1", "linear2"):
-        getattr(ffn, attr).weight.copy_(getattr(t, attr).weight)
-        getattr(ffn, attr).bias.copy_(getattr(t, attr).bias)
-
-
-def _check_attrs(layer, name, kind, D, Fd, tried) -> None:
+def _attrs_ok(c, layer, D, Fd, dec):
     """Confere os atributos que a correção usa para copiar os pesos do PyTorch."""
-    __tracebackhide__ = True
-    expect(
-        isinstance(layer, nn.Module),
-        name,
-        tried,
-        f"`{name}(...)` deveria criar um `nn.Module`; criou {describe(layer)}.",
-    )
-    _mha_ok(layer, "self_attn", D, name, tried, name)
-    norms = ("norm1", "norm2") if kind == "enc" else ("norm1", "norm2", "norm3")
-    if kind == "dec":
-        _mha_ok(layer, "cross_attn", D, name, tried, name)
+    name = c.name
+    for attr in ("self_attn", "cross_attn") if dec else ("self_attn",):
+        mha = getattr(layer, attr, None)
+        c.expect(
+            mha is not None
+            and all(isinstance(getattr(mha, w, None), nn.Linear) for w in ("W_Q", "W_K", "W_V", "W_O")),
+            f"`{name}.{attr}` deveria ser uma `MultiHeadAttention` do capítulo 3 (com `W_Q`, `W_K`, `W_V`, "
+            f"`W_O`); encontrei {type(mha).__name__ if isinstance(mha, nn.Module) else describe(mha)}.",
+            "use `MultiHeadAttention(d_model, n_heads, dropout)` de `transformer_course.multihead`.",
+        )
+        for w in ("W_Q", "W_K", "W_V", "W_O"):
+            _linear_ok(c, mha, w, D, D, f"{name}.{attr}")
     ffn = getattr(layer, "ffn", None)
-    expect(
+    c.expect(
         isinstance(ffn, nn.Module),
-        name,
-        tried,
         f"`{name}.ffn` deveria ser a sua `FeedForward`; encontrei {describe(ffn)}.",
     )
-    _linear_ok(ffn, "linear1", D, Fd, name, tried, f"{name}.ffn")
-    _linear_ok(ffn, "linear2", Fd, D, name, tried, f"{name}.ffn")
-    for n in norms:
-        _norm_ok(layer, n, D, name, tried)
-
-
-def _prepare_layer(cls, name, kind, D, H, Fd, norm_first, seed, dtype, tried, pass_norm_first=True):
-    """Constrói a camada do aluno, confere os atributos e copia os pesos do PyTorch."""
-    kwargs = {"norm_first": norm_first} if pass_norm_first else {}
-    layer = _build(cls, name, tried, D, H, Fd, 0.0, **kwargs)
-    _check_attrs(layer, name, kind, D, Fd, tried)
-    t = (_torch_encoder if kind == "enc" else _torch_decoder)(D, H, Fd, norm_first, seed)
-    if kind == "enc":
-        interop.load_encoder_layer_from_torch(layer, t)
-    else:
-        interop.load_decoder_layer_from_torch(layer, t)
-    return layer.to(dtype), t.to(dtype)
+    _linear_ok(c, ffn, "linear1", D, Fd, f"{name}.ffn")
+    _linear_ok(c, ffn, "linear2", Fd, D, f"{name}.ffn")
+    for attr in ("norm1", "norm2", "norm3") if dec else ("norm1", "norm2"):
+        norm = getattr(layer, attr, None)
+        c.expect(
+            isinstance(norm, nn.LayerNorm) and tuple(norm.normalized_shape) == (D,),
+            f"`{attr}` deveria ser `nn.LayerNorm({D})`; encontrei "
+            f"{type(norm).__name__ if isinstance(norm, nn.Module) else describe(norm)}.",
+        )
 
 
 # ---------------------------------------------------------------- FeedForward
 
 
-def _ffn_tried(x, extra=""):
-    return f"x {tuple(x.shape)} {str(x.dtype)[6:]}{extra}"
+def _ffn_case(c, cls, D, Fd, lead, seed, dtype=torch.float32, extra="", dropout=None, train=False):
+    """Um caso: a FFN do aluno com os pesos de ``linear1``/``linear2`` de uma camada do PyTorch contra
+    a fórmula; com ``train``, em modo de treino e semente fixa (um sorteio, entre a GELU e `linear2`)."""
+    x = torch.randn(*lead, D, generator=seeded_generator(seed), dtype=dtype)
+    c.case(f"x {tuple(x.shape)} {dtype_name(dtype)}, d_model = {D}, d_ff = {Fd}{extra}")
+    ffn = _build(c, cls, D, Fd, *(() if dropout is None else (dropout,)))
+    _linear_ok(c, ffn, "linear1", D, Fd, "FeedForward")
+    _linear_ok(c, ffn, "linear2", Fd, D, "FeedForward")
+    t = _torch_layer(False, D, 1, Fd, True, seed + 100).to(dtype)
+    ffn = _load_ffn(ffn, t).to(dtype).train(train)
+    p = dropout or 0.0
 
+    def seeded(fn):
+        with torch.no_grad(), isolated(0):
+            return fn()
 
-def _run_ffn(cls, D, Fd, x_shape, seed, dtype=torch.float32, extra="", dropout=None):
-    gen = seeded_generator(seed)
-    x = torch.randn(*x_shape, D, generator=gen, dtype=dtype)
-    tried = _ffn_tried(x, f", d_model = {D}, d_ff = {Fd}{extra}")
-    args = (D, Fd) if dropout is None else (D, Fd, dropout)
-    ffn = _build(cls, FFN, tried, *args)
-    expect(
-        isinstance(ffn, nn.Module),
-        FFN,
-        tried,
-        f"`FeedForward(...)` deveria criar um `nn.Module`; criou {describe(ffn)}.",
-    )
-    _linear_ok(ffn, "linear1", D, Fd, FFN, tried, "FeedForward")
-    _linear_ok(ffn, "linear2", Fd, D, FFN, tried, "FeedForward")
-    t = _torch_encoder(D, 1, Fd, True, seed + 100)
-    _load_ffn(ffn, t)
-    ffn, t = ffn.to(dtype), t.to(dtype)
-    if dropout is not None:
-        ffn.eval()
-    before = snapshot(x)
-    out = call(ffn, FFN, tried, x)
-    expect_unchanged(before, [x], ["x"], FFN, tried)
-    W1, b1, W2, b2 = t.linear1.weight, t.linear1.bias, t.linear2.weight, t.linear2.bias
-    expected = F.linear(F.gelu(F.linear(x, W1, b1)), W2, b2)
+    with c.untouched(x=x):
+        out, mine = _traced(ffn, ("linear1", "linear2"), lambda: seeded(lambda: c.call(ffn, x)))
+    h = F.gelu(t.linear1(x))
+    expected = seeded(lambda: t.linear2(F.dropout(h, p, train)))
 
     def mistakes():
-        return [
-            Mistake(label, _ffn(t, x, act, after))
-            for label, act, after in (
-                (RELU, F.relu, False),
-                (NO_ACT, _no_act, False),
-                (TANH, _gelu_tanh, False),
-                (ACT_AFTER, F.gelu, True),
-                ("a FFN com ReLU também depois de `linear2`", F.relu, True),
-            )
-        ]
+        if train:
+            return [
+                Mistake(FFN_DOUBLE_DROPOUT, seeded(lambda: F.dropout(t.linear2(F.dropout(h, p)), p))),
+                Mistake(FFN_DROPOUT_AT_END, seeded(lambda: F.dropout(t.linear2(h), p))),
+                Mistake(FFN_NO_DROPOUT, seeded(lambda: t.linear2(h))),
+            ]
+        cases = [(RELU, F.relu, 0), (NO_ACT, _no_act, 0), (TANH, _gelu_tanh, 0), (ACT_AFTER, F.gelu, 1)]
+        cases.append(("a FFN com ReLU também depois de `linear2`", F.relu, 1))
+        return [Mistake(name, _ffn(t, x, act, after)) for name, act, after in cases]
 
-    _close(out, expected, FFN, tried, "a saída", mistakes)
+    def stages():
+        ref = _load_ffn(reference.FeedForward(D, Fd, p), t).to(dtype).train(train)
+        return _pair(mine, _traced(ref, ("linear1", "linear2"), lambda: seeded(lambda: ref(x)))[1])
+
+    _compare(c, out, expected, "a saída", mistakes, stages)
     return ffn, x, out
 
 
-@_single_thread
-def check_feed_forward(cls: Callable) -> None:
+@FFN_EX.visible_check
+def check_feed_forward(cls) -> None:
     """Testes visíveis de ``FeedForward``: atributos, valores em (B, T, D) e em outras formas."""
     __tracebackhide__ = True
-    n = 0
-    _run_ffn(cls, 8, 32, (2, 5), seed=0)
-    n += 1
-    _run_ffn(cls, 6, 10, (3,), seed=1, extra=" (2-D: posição a posição, sem eixo de lote)")
-    n += 1
-    ffn, x, out = _run_ffn(cls, 4, 16, (2, 3, 5), seed=2, extra=" (4-D)")
-    n += 1
-    # posição a posição: trocar a ordem das posições só troca a ordem das saídas
-    perm = torch.tensor([4, 0, 3, 1, 2])
-    permuted = call(ffn, FFN, "x com as posições permutadas", x[:, :, perm])
-    expect_close(
-        permuted,
-        out[:, :, perm],
-        FFN,
-        "x com as posições permutadas (a FFN age em cada posição separadamente)",
-        "a saída permutada",
-    )
-    n += 1
-    passed(FFN, n)
+    with FFN_EX.check() as c:
+        _ffn_case(c, cls, 8, 32, (2, 5), seed=0)
+        _ffn_case(c, cls, 6, 10, (3,), seed=1, extra=" (2-D: posição a posição, sem eixo de lote)")
+        ffn, x, out = _ffn_case(c, cls, 4, 16, (2, 3, 5), seed=2, extra=" (4-D)")
+        # posição a posição: trocar a ordem das posições só troca a ordem das saídas
+        perm = torch.tensor([4, 0, 3, 1, 2])
+        c.case("x com as posições permutadas (a FFN age em cada posição separadamente)")
+        c.close(c.call(ffn, x[:, :, perm]), out[:, :, perm], "a saída permutada")
 
 
-FFN_DOUBLE_DROPOUT = (
-    "a FFN com dois sorteios de *dropout* seguidos, um entre a GELU e `linear2` e outro no fim "
-    "(não ponha outro no fim da FFN: a camada já aplica o dela na saída da subcamada)"
-)
-FFN_DROPOUT_AT_END = "a FFN com o *dropout* no fim, depois de `linear2`, em vez de entre a GELU e `linear2`"
-FFN_NO_DROPOUT = "a FFN sem *dropout* em modo de treino (o `nn.Dropout` foi criado mas não é aplicado)"
-
-
-def _check_ffn_train_dropout(cls: Callable) -> None:
-    """Modo de treino, dropout = 0,5, semente fixa: um sorteio só, entre a GELU e `linear2`."""
+@FFN_EX.hidden_check
+def check_feed_forward_hidden(cls) -> None:
+    """Testes ocultos: float64, dropout em eval e em treino, gradientes, implementação própria."""
     __tracebackhide__ = True
-    D, Fd = 8, 16
-    x = torch.randn(2, 3, D, generator=seeded_generator(13))
-    tried = _ffn_tried(x, f", d_model = {D}, d_ff = {Fd} (dropout = 0.5, modo de treino, semente fixa)")
-    with torch.random.fork_rng(devices=[]):
-        ffn = _build(cls, FFN, tried, D, Fd, 0.5)
-    t = _torch_encoder(D, 1, Fd, True, 113)
-    _load_ffn(ffn, t)
-    ffn.train()
-
-    def seeded(fn):
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            torch.default_generator.manual_seed(0)  # só o gerador da CPU (fork_rng o restaura)
-            return fn()
-
-    out = seeded(lambda: call(ffn, FFN, tried, x))
-    with torch.no_grad():
-        h = F.gelu(t.linear1(x))
-        expected = seeded(lambda: t.linear2(F.dropout(h, 0.5)))
-
-        def mistakes():
-            return [
-                Mistake(FFN_DOUBLE_DROPOUT, seeded(lambda: F.dropout(t.linear2(F.dropout(h, 0.5)), 0.5))),
-                Mistake(FFN_DROPOUT_AT_END, seeded(lambda: F.dropout(t.linear2(h), 0.5))),
-                Mistake(FFN_NO_DROPOUT, t.linear2(h)),
-            ]
-
-        _close(out, expected, FFN, tried, "a saída", mistakes)
-
-
-@_single_thread
-def check_feed_forward_hidden(cls: Callable) -> None:
-    """Testes ocultos: float64, gradientes, dropout desligado em eval, implementação própria."""
-    __tracebackhide__ = True
-    n = 0
-    expect(
-        cls is not reference.FeedForward,
-        FFN,
-        "origem da classe",
-        "Sua classe é a implementação de referência do pacote `transformer_course`.",
-        "escreva a sua própria classe em vez de importá-la.",
-    )
-    n += 1
-    _run_ffn(cls, 8, 24, (2, 4), seed=10, dtype=torch.float64, extra=" (float64)")
-    n += 1
-    _run_ffn(cls, 5, 7, (1, 1), seed=11, extra=" (d_ff < 2·d_model, T = 1)")
-    n += 1
-    ffn, x, _ = _run_ffn(cls, 8, 16, (2, 3), seed=12, extra=" (dropout = 0.5, modo eval)", dropout=0.5)
-    n += 1
-    _check_ffn_train_dropout(cls)
-    n += 1
-    # gradientes chegam a x e a todos os parâmetros
-    xg = x.clone().requires_grad_()
-    tried = _ffn_tried(x, " (gradientes)")
-    out = call(ffn, FFN, tried, xg)
-    expect(
-        isinstance(out, torch.Tensor) and out.requires_grad,
-        FFN,
-        tried,
-        "A saída não está ligada ao grafo de gradientes (sem `.detach()`, `.numpy()` ou `torch.no_grad()`).",
-    )
-    call(lambda: out.pow(2).sum().backward(), FFN, tried)
-    missing = [p for p, v in ffn.named_parameters() if v.grad is None]
-    expect(not missing, FFN, tried, f"Estes parâmetros não receberam gradiente: {missing}.")
-    n += 1
-    passed(FFN, n, "(testes ocultos)")
-
-
-# ---------------------------------------------------------------- EncoderLayer
-
-
-def _enc_tried(x, mask, norm_first, extra=""):
-    m = "sem máscara" if mask is None else f"máscara {tuple(mask.shape)}"
-    return f"x {tuple(x.shape)} {str(x.dtype)[6:]}, {m}, norm_first={norm_first}{extra}"
-
-
-def _enc_mistakes(t, x, mask, norm_first):
-    cases = [
-        (RELU, {"act": F.relu}),
-        (NO_ACT, {"act": _no_act}),
-        (TANH, {"act": _gelu_tanh}),
-        (PRE_WHEN_POST if not norm_first else POST_WHEN_PRE, {"norm_first": not norm_first}),
-        (_no_residual("na autoatenção"), {"residual": {"sa": False}}),
-        (_no_residual("na FFN"), {"residual": {"ff": False}}),
-        (_no_residual("nas duas subcamadas"), {"residual": {"sa": False, "ff": False}}),
-        (SHARED_NORM, {"shared_norm": "first"}),
-        (SHARED_NORM, {"shared_norm": "last"}),
-        (FFN_FIRST, {"order": ("ff", "sa")}),
-    ]
-    if norm_first:
-        cases += [(DOUBLE_NORM, {"pre_mode": "double"}), (RES_NORMED, {"pre_mode": "res_normed"})]
-    else:
-        cases += [(NORM_OUT, {"post_mode": "norm_out"})]
-    if mask is not None:
-        cases += [(MASK_IGNORED, {"mask_mode": "ignored"}), (MASK_INVERTED, {"mask_mode": "inverted"})]
-    outs, weights = [], []
-    for label, kw in cases:
-        kw = {"norm_first": norm_first, **kw}
-        try:
-            out, w = _encoder_variant(t, x, mask, **kw)
-        except RuntimeError:
-            continue
-        outs.append(Mistake(label, out))
-        weights.append(Mistake(label, w))
-    return outs, weights
-
-
-def _run_encoder(
-    cls,
-    D,
-    H,
-    Fd,
-    B,
-    T,
-    norm_first,
-    seed,
-    mask_kind=None,
-    dtype=torch.float32,
-    extra="",
-    pass_norm_first=True,
-    grad=False,
-):
-    gen = seeded_generator(seed)
-    x = torch.randn(B, T, D, generator=gen, dtype=dtype)
-    mask = _make_mask(mask_kind, gen, B, T, T)
-    tried = _enc_tried(x, mask, norm_first, f", d_model = {D}, n_heads = {H}, d_ff = {Fd}{extra}")
-    layer, t = _prepare_layer(cls, ENC, "enc", D, H, Fd, norm_first, seed + 1, dtype, tried, pass_norm_first)
-    src_mask, kpm = _torch_masks(mask, B, H)
-    xs = x.clone().requires_grad_(grad)
-    xo = x.clone().requires_grad_(grad)
-    expected = t(xo, src_mask=src_mask, src_key_padding_mask=kpm)
-    _, expected_w = _encoder_variant(t, x, mask, norm_first)
-    lazy = _lazy(lambda: _enc_mistakes(t, x, mask, norm_first))
-    before = snapshot(x) + ([] if mask is None else snapshot(mask))
-    result = call(
-        layer,
-        ENC,
-        tried,
-        xs,
-        mask,
-        hint_on_error="passe a `mask` como está para `self_attn`: ela já vem numa forma que a "
-        "atenção aceita ((T, T), (B, T, T) ou (B, 1, 1, T)); um `unsqueeze` a "
-        "mais cria um tensor de 5 eixos.",
-    )
-    expect_unchanged(
-        before,
-        [xs] + ([] if mask is None else [mask]),
-        ["x"] + ([] if mask is None else ["mask"]),
-        ENC,
-        tried,
-    )
-    expect(
-        isinstance(result, tuple) and len(result) == 2,
-        ENC,
-        tried,
-        f"Esperava uma tupla (x, weights); veio {describe(result)}.",
-    )
-    out, weights = result
-    _close(out, expected, ENC, tried, "a saída `x`", lambda: lazy()[0])
-    _close(weights, expected_w, ENC, tried, "os pesos de atenção `weights` (B, H, T, T)", lambda: lazy()[1])
-    if grad:
-        expect(out.requires_grad, ENC, tried, "A saída não está ligada ao grafo de gradientes.")
-        call(lambda: out.pow(2).sum().backward(), ENC, tried)
-        expected.pow(2).sum().backward()
-        expect_close(xs.grad, xo.grad, ENC, tried, "o gradiente em `x`")
-        missing = [p for p, v in layer.named_parameters() if v.grad is None]
-        expect(
-            not missing,
-            ENC,
-            tried,
-            f"Estes parâmetros não receberam gradiente: {missing}.",
-            "há uma subcamada ou LayerNorm criada no `__init__` e nunca usada no `forward`.",
+    with FFN_EX.check(hidden=True) as c:
+        x = torch.randn(2, 3, 8, generator=seeded_generator(9))
+        c.case("origem da resposta")
+        c.refuse_reference(cls, reference.FeedForward, lambda: cls(8, 16)(x))
+        _ffn_case(c, cls, 8, 24, (2, 4), seed=10, dtype=torch.float64, extra=" (float64)")
+        _ffn_case(c, cls, 5, 7, (1, 1), seed=11, extra=" (d_ff < 2·d_model, T = 1)")
+        ffn, x, _ = _ffn_case(c, cls, 8, 16, (2, 3), 12, extra=" (dropout = 0.5, modo eval)", dropout=0.5)
+        train = " (dropout = 0.5, modo de treino, semente fixa)"
+        _ffn_case(c, cls, 8, 16, (2, 3), 13, extra=train, dropout=0.5, train=True)
+        c.case(f"x {tuple(x.shape)} float32 (gradientes)")
+        out = c.call(ffn, x.clone().requires_grad_())
+        c.expect(
+            isinstance(out, torch.Tensor) and out.requires_grad,
+            "A saída não está ligada ao grafo de gradientes (sem `.detach()`, `.numpy()` ou "
+            "`torch.no_grad()`).",
         )
-    return layer
+        c.call(lambda: out.pow(2).sum().backward())
+        missing = [p for p, v in ffn.named_parameters() if v.grad is None]
+        c.expect(not missing, f"Estes parâmetros não receberam gradiente: {missing}.")
+
+
+# ---------------------------------------------------------------- EncoderLayer e DecoderLayer
+
+SUBLAYERS = ("norm1", "self_attn", "norm2", "cross_attn", "norm3", "ffn")
+WEIGHTS_CROSS = "os pesos da atenção cruzada `cross_weights` (B, H, T, S)"
+MASK_HINT = {
+    False: "passe a `mask` como está para `self_attn`: ela já vem numa forma que a atenção aceita ((T, T), "
+    "(B, T, T) ou (B, 1, 1, T)); um `unsqueeze` a mais cria um tensor de 5 eixos.",
+    True: "confira de onde vêm Q, K e V em cada atenção e qual máscara vai em cada uma: `tgt_mask` (T, T) na "
+    "autoatenção, `memory_mask` (..., T, S) na atenção cruzada.",
+}
 
 
 def _make_mask(kind, gen, B, T, S):
     """Máscaras do curso (True = pode atender), sem linhas totalmente bloqueadas."""
     if kind is None:
         return None
+    causal = torch.ones(T, S, dtype=torch.bool).tril()
     if kind == "causal":
-        return torch.ones(T, S, dtype=torch.bool).tril()
+        return causal
     lengths = torch.randint(1, S, (B,), generator=gen)
     lengths[0] = S - 1
     pad = torch.arange(S)[None, :] < lengths[:, None]  # (B, S)
-    if kind == "padding":
-        return pad[:, None, None, :]  # (B, 1, 1, S)
-    if kind == "decoder":  # causal E padding, (B, 1, T, T)
-        return pad[:, None, None, :] & torch.ones(T, S, dtype=torch.bool).tril()
-    if kind == "3d":
-        return pad[:, None, :] & torch.ones(T, S, dtype=torch.bool).tril()  # (B, T, S)
-    raise ValueError(kind)
+    four = pad[
+        :, None, None, :
+    ]  # padding (B, 1, 1, S); decoder: causal E padding (B, 1, T, T); 3d: (B, T, S)
+    return {"padding": four, "decoder": four & causal, "3d": pad[:, None, :] & causal}[kind]
 
 
-def _eval_and_builtins(cls, name: str, kind: str) -> None:
-    """Com dropout > 0 em modo eval a camada é determinística e igual ao PyTorch; e não usa os
-    módulos prontos (``nn.MultiheadAttention``, ``nn.Transformer*Layer``)."""
-    __tracebackhide__ = True
-    gen = seeded_generator(14)
-    x, memory = torch.randn(2, 3, 8, generator=gen), torch.randn(2, 5, 8, generator=gen)
-    args = (x,) if kind == "enc" else (x, memory)
-    tried = (
-        _enc_tried(x, None, True, " (dropout = 0.3, modo eval)")
-        if kind == "enc"
-        else _dec_tried(x, memory, None, None, True, " (dropout = 0.3, modo eval)")
-    )
-    layer = _build(cls, name, tried, 8, 2, 16, 0.3, norm_first=True)
-    expect(
-        isinstance(layer, nn.Module),
-        name,
-        tried,
-        f"`{name}(...)` deveria criar um `nn.Module`; criou {describe(layer)}.",
-    )
-    builtin = nn.TransformerEncoderLayer if kind == "enc" else nn.TransformerDecoderLayer
-    inner = sorted(
-        {type(m).__name__ for m in layer.modules() if isinstance(m, (builtin, nn.MultiheadAttention))}
-    )
-    expect(
-        not inner,
-        name,
-        tried,
-        f"Sua camada contém {inner} do PyTorch.",
-        "o exercício pede que você monte a camada com a `MultiHeadAttention` do curso.",
-    )
-    with forbid_torch_functions(F.multi_head_attention_forward) as mode:
-        call(layer, name, tried, *args)
-    expect(
-        not mode.used,
-        name,
-        tried,
-        f"Sua camada chama {mode.used} do PyTorch.",
-        "o exercício pede que você monte a camada com a `MultiHeadAttention` do curso.",
-    )
-    _check_attrs(layer, name, kind, 8, 16, tried)
-    t = (_torch_encoder if kind == "enc" else _torch_decoder)(8, 2, 16, True, 15)
-    (interop.load_encoder_layer_from_torch if kind == "enc" else interop.load_decoder_layer_from_torch)(
-        layer, t
-    )
-    layer.eval()
-    out = call(layer, name, tried, *args)
-    out = out[0] if isinstance(out, tuple) else out
-    again = call(layer, name, tried, *args)
-    again = again[0] if isinstance(again, tuple) else again
-    expect(
-        isinstance(out, torch.Tensor) and isinstance(again, torch.Tensor) and torch.equal(out, again),
-        name,
-        tried,
-        "Em modo eval, duas chamadas iguais deram saídas diferentes.",
-        "dropout ativo em modo eval: use `nn.Dropout` ou `F.dropout(..., training=self.training)`.",
-    )
-    mistakes = (
-        (lambda: _enc_mistakes(t, x, None, True)[0])
-        if kind == "enc"
-        else (lambda: _dec_mistakes(t, x, memory, None, None, True)[0])
-    )
-    _close(out, t(*args), name, tried, "a saída `x`", mistakes)
-
-
-@_single_thread
-def check_encoder_layer(cls: Callable) -> None:
-    """Testes visíveis de ``EncoderLayer``: Pre-LN e Post-LN contra ``nn.TransformerEncoderLayer``."""
-    __tracebackhide__ = True
-    n = 0
-    _run_encoder(cls, 16, 4, 32, 2, 5, True, seed=0)
-    n += 1
-    _run_encoder(cls, 16, 4, 32, 2, 5, False, seed=1)
-    n += 1
-    _run_encoder(cls, 12, 3, 20, 3, 6, True, seed=2, mask_kind="padding")
-    n += 1
-    _run_encoder(cls, 8, 2, 16, 2, 4, False, seed=3, mask_kind="causal")
-    n += 1
-    passed(ENC, n)
-
-
-@_single_thread
-def check_encoder_layer_hidden(cls: Callable) -> None:
-    """Testes ocultos: float64, máscaras 3-D e 4-D, gradientes, padrão norm_first=True, ValueError,
-    dropout desligado em eval e atalhos proibidos."""
-    __tracebackhide__ = True
-    n = 0
-    expect(
-        cls is not reference.EncoderLayer,
-        ENC,
-        "origem da classe",
-        "Sua classe é a implementação de referência do pacote `transformer_course`.",
-        "escreva a sua própria classe em vez de importá-la.",
-    )
-    n += 1
-    _eval_and_builtins(cls, ENC, "enc")
-    n += 1
-    _run_encoder(
-        cls, 8, 2, 16, 2, 5, False, seed=10, mask_kind="decoder", dtype=torch.float64, extra=" (float64)"
-    )
-    n += 1
-    _run_encoder(cls, 8, 4, 8, 2, 4, True, seed=11, mask_kind="3d", extra=" (máscara 3-D)")
-    n += 1
-    _run_encoder(
-        cls,
-        8,
-        2,
-        16,
-        1,
-        3,
-        True,
-        seed=12,
-        extra=" (sem passar norm_first: o padrão é True)",
-        pass_norm_first=False,
-    )
-    n += 1
-    for nf in (True, False):
-        _run_encoder(
-            cls,
-            8,
-            2,
-            16,
-            2,
-            4,
-            nf,
-            seed=13,
-            mask_kind="padding",
-            dtype=torch.float64,
-            extra=" (gradientes)",
-            grad=True,
-        )
-        n += 1
-    expect_raises(
-        cls, ValueError, ENC, "EncoderLayer(10, 3, 16): d_model não divisível por n_heads", 10, 3, 16
-    )
-    n += 1
-    passed(ENC, n, "(testes ocultos)")
-
-
-# ---------------------------------------------------------------- DecoderLayer
-
-
-def _dec_tried(x, memory, tgt_mask, memory_mask, norm_first, extra=""):
-    tm = "sem tgt_mask" if tgt_mask is None else f"tgt_mask {tuple(tgt_mask.shape)}"
-    mm = "sem memory_mask" if memory_mask is None else f"memory_mask {tuple(memory_mask.shape)}"
-    return (
-        f"x {tuple(x.shape)}, memory {tuple(memory.shape)} {str(x.dtype)[6:]}, {tm}, {mm}, "
-        f"norm_first={norm_first}{extra}"
-    )
-
-
-def _dec_mistakes(t, x, memory, tgt_mask, memory_mask, norm_first):
-    cases = [
-        (RELU, {"act": F.relu}),
-        (NO_ACT, {"act": _no_act}),
-        (TANH, {"act": _gelu_tanh}),
-        (PRE_WHEN_POST if not norm_first else POST_WHEN_PRE, {"norm_first": not norm_first}),
-        (_no_residual("na autoatenção"), {"residual": {"sa": False}}),
-        (_no_residual("na atenção cruzada"), {"residual": {"ca": False}}),
-        (_no_residual("na FFN"), {"residual": {"ff": False}}),
-        (_no_residual("em todas as subcamadas"), {"residual": {"sa": False, "ca": False, "ff": False}}),
-        (SHARED_NORM, {"shared_norm": "first"}),
-        (SHARED_NORM, {"shared_norm": "last"}),
-        (CROSS_ON_SELF, {"kv": "self"}),
-        (NORM_MEMORY, {"kv": "normed"}),
-        (CROSS_FIRST, {"order": ("ca", "sa", "ff")}),
-        (FFN_FIRST, {"order": ("ff", "sa", "ca")}),
-    ]
-    if norm_first:
-        cases += [(DOUBLE_NORM, {"pre_mode": "double"}), (RES_NORMED, {"pre_mode": "res_normed"})]
-    else:
-        cases += [(NORM_OUT, {"post_mode": "norm_out"})]
-    if tgt_mask is not None:
-        cases += [(TGT_IGNORED, {"tgt_mode": "ignored"}), (TGT_INVERTED, {"tgt_mode": "inverted"})]
-    if memory_mask is not None:
-        cases += [(MEM_IGNORED, {"mem_mode": "ignored"})]
-    outs, self_w, cross_w = [], [], []
-    for label, kw in cases:
-        kw = {"norm_first": norm_first, **kw}
-        try:
-            out, sw, cw = _decoder_variant(t, x, memory, tgt_mask, memory_mask, **kw)
-        except RuntimeError:
-            continue
-        outs.append(Mistake(label, out))
-        self_w.append(Mistake(label, sw))
-        cross_w.append(Mistake(label, cw))
-    return outs, self_w, cross_w
-
-
-def _run_decoder(
-    cls,
-    D,
-    H,
-    Fd,
-    B,
-    T,
-    S,
-    norm_first,
-    seed,
-    tgt_kind=None,
-    mem_kind=None,
-    dtype=torch.float32,
-    extra="",
-    pass_norm_first=True,
-    grad=False,
-):
+def _inputs(dec, B, T, S, D, seed, tgt, mem, dtype):
     gen = seeded_generator(seed)
     x = torch.randn(B, T, D, generator=gen, dtype=dtype)
-    memory = torch.randn(B, S, D, generator=gen, dtype=dtype)
-    tgt_mask = _make_mask(tgt_kind, gen, B, T, T)
-    memory_mask = _make_mask(mem_kind, gen, B, T, S)
-    tried = _dec_tried(
-        x, memory, tgt_mask, memory_mask, norm_first, f", d_model = {D}, n_heads = {H}, d_ff = {Fd}{extra}"
+    memory = torch.randn(B, S, D, generator=gen, dtype=dtype) if dec else None
+    tgt_mask = _make_mask(tgt, gen, B, T, T)
+    memory_mask = _make_mask(mem, gen, B, T, S) if dec else None
+    return x, memory, tgt_mask, memory_mask
+
+
+def _describe(x, memory, tgt_mask, memory_mask, norm_first, extra=""):
+    def m(mask, label):
+        return f"sem {label}" if mask is None else f"{label} {tuple(mask.shape)}"
+
+    shapes = f"x {tuple(x.shape)}" + ("" if memory is None else f", memory {tuple(memory.shape)}")
+    names = ("máscara",) if memory is None else ("tgt_mask", "memory_mask")
+    masks = ", ".join(m(mask, name) for mask, name in zip((tgt_mask, memory_mask), names))
+    return f"{shapes} {dtype_name(x.dtype)}, {masks}, norm_first={norm_first}{extra}"
+
+
+def _run_layer(
+    c, cls, dec, dims, norm_first, seed, tgt=None, mem=None, dtype=torch.float32, extra="", **opts
+):
+    """Um caso: constrói a camada do aluno, copia os pesos do PyTorch e compara saída, pesos e (com
+    ``grad=True``) gradientes; sem erro conhecido, aponta a primeira subcamada que difere. Com
+    ``omit_nf=True``, constrói sem passar ``norm_first`` (o padrão deve ser Pre-LN)."""
+    __tracebackhide__ = True
+    D, H, Fd, B, T, S = dims
+    x, memory, tgt_mask, memory_mask = _inputs(dec, B, T, S, D, seed, tgt, mem, dtype)
+    extra = f", d_model = {D}, n_heads = {H}, d_ff = {Fd}{extra}"
+    c.case(_describe(x, memory, tgt_mask, memory_mask, norm_first, extra))
+    layer = _build(c, cls, D, H, Fd, 0.0, **({} if opts.get("omit_nf") else {"norm_first": norm_first}))
+    grad = opts.get("grad", False)
+    _attrs_ok(c, layer, D, Fd, dec)
+    t = _torch_layer(dec, D, H, Fd, norm_first, seed + 1)
+    layer, t = _load(layer, t, dec).to(dtype), t.to(dtype)
+    inputs = [v.clone().requires_grad_(grad) for v in (x, memory) if v is not None]
+    theirs = [v.clone().requires_grad_(grad) for v in (x, memory) if v is not None]
+    masks = (tgt_mask, memory_mask) if dec else (tgt_mask,)
+    pt = [None if m is None else interop.to_mha_attn_mask(m, H, T) for m in masks]
+    expected = t(*theirs, *pt)
+    _, exp_sw, exp_cw = _variant(t, x, memory, tgt_mask, memory_mask, norm_first)
+    watched = {"x": inputs[0], "memory": inputs[-1] if dec else None, "tgt_mask" if dec else "mask": tgt_mask}
+    with c.untouched(**watched, memory_mask=memory_mask):
+        run = lambda: c.call(layer, *inputs, *masks, hint_on_error=MASK_HINT[dec])  # noqa: E731
+        result, mine = _traced(layer, SUBLAYERS, run)
+    wanted = "(x, self_weights, cross_weights)" if dec else "(x, weights)"
+    c.expect(
+        isinstance(result, tuple) and len(result) == (3 if dec else 2),
+        f"Esperava uma tupla {wanted}; veio {describe(result)}.",
     )
-    layer, t = _prepare_layer(cls, DEC, "dec", D, H, Fd, norm_first, seed + 1, dtype, tried, pass_norm_first)
-    tm, tkpm = _torch_masks(tgt_mask, B, H)
-    mm, mkpm = _torch_masks(memory_mask, B, H)
-    xs, ms = x.clone().requires_grad_(grad), memory.clone().requires_grad_(grad)
-    xo, mo = x.clone().requires_grad_(grad), memory.clone().requires_grad_(grad)
-    expected = t(xo, mo, tgt_mask=tm, memory_mask=mm, tgt_key_padding_mask=tkpm, memory_key_padding_mask=mkpm)
-    _, exp_sw, exp_cw = _decoder_variant(t, x, memory, tgt_mask, memory_mask, norm_first)
-    lazy = _lazy(lambda: _dec_mistakes(t, x, memory, tgt_mask, memory_mask, norm_first))
-    masks = [
-        (m, label) for m, label in ((tgt_mask, "tgt_mask"), (memory_mask, "memory_mask")) if m is not None
-    ]
-    before = snapshot(x, memory, *[m for m, _ in masks])
-    result = call(
-        layer,
-        DEC,
-        tried,
-        xs,
-        ms,
-        tgt_mask,
-        memory_mask,
-        hint_on_error="confira de onde vêm Q, K e V em cada atenção e qual máscara vai "
-        "em cada uma: `tgt_mask` (T, T) na autoatenção, `memory_mask` "
-        "(..., T, S) na atenção cruzada.",
-    )
-    expect_unchanged(
-        before, [xs, ms, *[m for m, _ in masks]], ["x", "memory", *[label for _, label in masks]], DEC, tried
-    )
-    expect(
-        isinstance(result, tuple) and len(result) == 3,
-        DEC,
-        tried,
-        f"Esperava uma tupla (x, self_weights, cross_weights); veio {describe(result)}.",
-    )
-    out, sw, cw = result
-    _close(out, expected, DEC, tried, "a saída `x`", lambda: lazy()[0])
-    _close(
-        sw,
-        exp_sw,
-        DEC,
-        tried,
-        "os pesos da autoatenção `self_weights` (B, H, T, T)",
-        lambda: lazy()[1] + [Mistake(SWAPPED_WEIGHTS, exp_cw)],
-    )
-    _close(
-        cw,
-        exp_cw,
-        DEC,
-        tried,
-        "os pesos da atenção cruzada `cross_weights` (B, H, T, S)",
-        lambda: lazy()[2] + [Mistake(SWAPPED_WEIGHTS, exp_sw)],
-    )
+    cache = []
+
+    def mistakes(i):
+        cache or cache.append(_mistakes(t, x, memory, tgt_mask, memory_mask, norm_first))
+        return cache[0][i]
+
+    def stages():
+        ref = _reference(dec, t, D, H, Fd, 0.0, norm_first).to(dtype)
+        return _pair(mine, _traced(ref, SUBLAYERS, lambda: ref(*inputs, *masks))[1])
+
+    out = result[0]
+    _compare(c, out, expected, "a saída `x`", lambda: mistakes(0), stages)
+    whats = ["os pesos de atenção `weights` (B, H, T, T)"]
+    if dec:
+        whats = ["os pesos da autoatenção `self_weights` (B, H, T, T)", WEIGHTS_CROSS]
+    for i, (what, exp, other) in enumerate(zip(whats, (exp_sw, exp_cw), (exp_cw, exp_sw)), 1):
+        swapped = [Mistake(SWAPPED_WEIGHTS, other)] if dec else []
+        _compare(c, result[i], exp, what, lambda i=i, swapped=swapped: mistakes(i) + swapped)
     if grad:
-        expect(out.requires_grad, DEC, tried, "A saída não está ligada ao grafo de gradientes.")
-        call(lambda: out.pow(2).sum().backward(), DEC, tried)
+        c.expect(out.requires_grad, "A saída não está ligada ao grafo de gradientes.")
+        c.call(lambda: out.pow(2).sum().backward())
         expected.pow(2).sum().backward()
-        expect_close(xs.grad, xo.grad, DEC, tried, "o gradiente em `x`")
-        expect(
-            ms.grad is not None,
-            DEC,
-            tried,
-            "Nenhum gradiente chegou a `memory`.",
-            "a atenção cruzada precisa usar `memory` como K e V (e sem `.detach()`).",
-        )
-        expect_close(ms.grad, mo.grad, DEC, tried, "o gradiente em `memory`")
+        c.close(inputs[0].grad, theirs[0].grad, "o gradiente em `x`")
+        if dec:
+            c.expect(
+                inputs[1].grad is not None,
+                "Nenhum gradiente chegou a `memory`.",
+                "a atenção cruzada precisa usar `memory` como K e V (e sem `.detach()`).",
+            )
+            c.close(inputs[1].grad, theirs[1].grad, "o gradiente em `memory`")
         missing = [p for p, v in layer.named_parameters() if v.grad is None]
-        expect(
+        c.expect(
             not missing,
-            DEC,
-            tried,
             f"Estes parâmetros não receberam gradiente: {missing}.",
             "há uma subcamada ou LayerNorm criada no `__init__` e nunca usada no `forward`.",
         )
-    return layer
 
 
-@_single_thread
-def check_decoder_layer(cls: Callable) -> None:
+def _eval_and_builtins(c, cls, dec):
+    """Com dropout > 0 em modo eval a camada é determinística e igual ao PyTorch; e não usa os
+    módulos prontos (``nn.MultiheadAttention``, ``nn.Transformer*Layer``)."""
+    __tracebackhide__ = True
+    x, memory, _, _ = _inputs(dec, 2, 3, 5, 8, 14, None, None, torch.float32)
+    args = (x, memory) if dec else (x,)
+    c.case(_describe(x, memory, None, None, True, " (dropout = 0.3, modo eval)"))
+    layer = _build(c, cls, 8, 2, 16, 0.3, norm_first=True)
+    builtin = nn.TransformerDecoderLayer if dec else nn.TransformerEncoderLayer
+    inner = sorted(
+        {type(m).__name__ for m in layer.modules() if isinstance(m, (builtin, nn.MultiheadAttention))}
+    )
+    why = "o exercício pede que você monte a camada com a `MultiHeadAttention` do curso."
+    c.expect(not inner, f"Sua camada contém {inner} do PyTorch.", why)
+    body = "Sua camada chama `multi_head_attention_forward` do PyTorch."
+    c.forbid([F.multi_head_attention_forward], lambda: layer(*args), body, why)
+    _attrs_ok(c, layer, 8, 16, dec)
+    t = _torch_layer(dec, 8, 2, 16, True, 15)
+    _load(layer, t, dec).eval()
+    outs = [c.call(layer, *args) for _ in range(2)]
+    out, again = (o[0] if isinstance(o, tuple) else o for o in outs)
+    c.expect(
+        isinstance(out, torch.Tensor) and isinstance(again, torch.Tensor) and torch.equal(out, again),
+        "Em modo eval, duas chamadas iguais deram saídas diferentes.",
+        "dropout ativo em modo eval: use `nn.Dropout` ou `F.dropout(..., training=self.training)`.",
+    )
+    _compare(c, out, t(*args), "a saída `x`", lambda: _mistakes(t, x, memory, None, None, True)[0])
+
+
+def _train_dropout(c, cls, dec, norm_first, seed):
+    """Modo de treino, dropout = 0,3: a mesma saída que a referência sob o mesmo estado do gerador
+    (um *dropout* a mais, a menos ou fora do lugar muda os sorteios)."""
+    __tracebackhide__ = True
+    D, H, Fd, p = 8, 2, 16, 0.3
+    x, memory, tgt_mask, memory_mask = _inputs(dec, 2, 4, 5, D, seed, "causal", "padding", torch.float32)
+    args = (x, memory, tgt_mask, memory_mask) if dec else (x, tgt_mask)
+    extra = f" (dropout = {p}, modo de treino, mesma semente)"
+    c.case(_describe(x, memory, tgt_mask, memory_mask, norm_first, extra))
+    layer = _build(c, cls, D, H, Fd, p, norm_first=norm_first)
+    _attrs_ok(c, layer, D, Fd, dec)
+    t = _torch_layer(dec, D, H, Fd, norm_first, seed + 1)
+    _load(layer, t, dec).train()
+    ref = _reference(dec, t, D, H, Fd, p, norm_first).train()
+
+    def seeded(module, run=None):
+        with torch.no_grad(), isolated(seed):
+            return (run or module)(*args)[0]
+
+    out, mine = _traced(layer, SUBLAYERS, lambda: seeded(layer, lambda *a: c.call(layer, *a)))
+    expected, theirs = _traced(ref, SUBLAYERS, lambda: seeded(ref))
+
+    def without(*paths):
+        broken = copy.deepcopy(ref)
+        for path in paths:
+            for m in broken.get_submodule(path).modules() if path else broken.children():
+                if isinstance(m, nn.Dropout):
+                    m.p = 0.0
+        return seeded(broken)
+
+    def mistakes():
+        attn = ("self_attn", "cross_attn") if dec else ("self_attn",)
+        return [
+            Mistake(LAYER_NO_DROPOUT, without("")),
+            Mistake(ATTN_NO_DROPOUT, without(*attn)),
+            Mistake(LAYER_FFN_NO_DROPOUT, without("ffn")),
+        ]
+
+    _compare(c, out, expected, "a saída `x`", mistakes, lambda: _pair(mine, theirs))
+
+
+def _hidden(ex, cls, dec):
+    __tracebackhide__ = True
+    ref = reference.DecoderLayer if dec else reference.EncoderLayer
+    with ex.check(hidden=True) as c:
+        x, memory, _, _ = _inputs(dec, 2, 3, 4, 8, 9, None, None, torch.float32)
+        c.case("origem da resposta")
+        c.refuse_reference(cls, ref, lambda: cls(8, 2, 16)(*((x, memory) if dec else (x,))))
+        _eval_and_builtins(c, cls, dec)
+        S, f64 = ((3, 6, 4, 5) if dec else (None,) * 4), torch.float64
+        _run_layer(c, cls, dec, (8, 2, 16, 2, 5, S[0]), False, 10, "decoder", "padding", f64, " (float64)")
+        extra = f" ({'tgt_mask' if dec else 'máscara'} 3-D)"
+        _run_layer(c, cls, dec, (8, 4, 8, 2, 3 if dec else 4, S[1]), True, 11, "3d", extra=extra)
+        extra = " (sem passar norm_first: o padrão é True)"
+        _run_layer(c, cls, dec, (8, 2, 16, 1, 2 if dec else 3, S[2]), True, 12, extra=extra, omit_nf=True)
+        tgt = "causal" if dec else "padding"
+        for nf in (True, False):
+            _run_layer(
+                c, cls, dec, (8, 2, 16, 2, 4, S[3]), nf, 13, tgt, "padding", f64, " (gradientes)", grad=True
+            )
+            _train_dropout(c, cls, dec, nf, seed=16)
+        D, H = (10, 4) if dec else (10, 3)
+        c.case(f"{ex.name}({D}, {H}, 16): d_model não divisível por n_heads")
+        c.raises(ValueError, cls, D, H, 16)
+
+
+@ENC_EX.visible_check
+def check_encoder_layer(cls) -> None:
+    """Testes visíveis de ``EncoderLayer``: Pre-LN e Post-LN contra ``nn.TransformerEncoderLayer``."""
+    __tracebackhide__ = True
+    with ENC_EX.check() as c:
+        _run_layer(c, cls, False, (16, 4, 32, 2, 5, None), True, 0)
+        _run_layer(c, cls, False, (16, 4, 32, 2, 5, None), False, 1)
+        _run_layer(c, cls, False, (12, 3, 20, 3, 6, None), True, 2, "padding")
+        _run_layer(c, cls, False, (8, 2, 16, 2, 4, None), False, 3, "causal")
+
+
+@ENC_EX.hidden_check
+def check_encoder_layer_hidden(cls) -> None:
+    """Testes ocultos: implementação própria, float64, máscaras 3-D e 4-D, gradientes, padrão
+    norm_first=True, ValueError, dropout desligado em eval e no lugar certo em treino, atalhos proibidos."""
+    __tracebackhide__ = True
+    _hidden(ENC_EX, cls, False)
+
+
+@DEC_EX.visible_check
+def check_decoder_layer(cls) -> None:
     """Testes visíveis de ``DecoderLayer`` contra ``nn.TransformerDecoderLayer`` (T ≠ S)."""
     __tracebackhide__ = True
-    n = 0
-    _run_decoder(cls, 16, 4, 32, 2, 5, 7, True, seed=0)
-    n += 1
-    _run_decoder(cls, 16, 4, 32, 2, 5, 7, False, seed=1)
-    n += 1
-    _run_decoder(cls, 12, 3, 24, 3, 4, 6, True, seed=2, tgt_kind="causal", mem_kind="padding")
-    n += 1
-    _run_decoder(cls, 8, 2, 16, 2, 6, 3, False, seed=3, tgt_kind="causal", mem_kind="padding")
-    n += 1
-    passed(DEC, n)
+    with DEC_EX.check() as c:
+        _run_layer(c, cls, True, (16, 4, 32, 2, 5, 7), True, 0)
+        _run_layer(c, cls, True, (16, 4, 32, 2, 5, 7), False, 1)
+        _run_layer(c, cls, True, (12, 3, 24, 3, 4, 6), True, 2, "causal", "padding")
+        _run_layer(c, cls, True, (8, 2, 16, 2, 6, 3), False, 3, "causal", "padding")
 
 
-@_single_thread
-def check_decoder_layer_hidden(cls: Callable) -> None:
-    """Testes ocultos: float64, máscara do decodificador (B, 1, T, T), gradientes até a memória,
-    padrão norm_first=True, ValueError, dropout em eval e atalhos proibidos."""
+@DEC_EX.hidden_check
+def check_decoder_layer_hidden(cls) -> None:
+    """Testes ocultos: implementação própria, float64, máscara do decodificador (B, 1, T, T),
+    gradientes até a memória, padrão norm_first=True, ValueError, dropout em eval e em treino."""
     __tracebackhide__ = True
-    n = 0
-    expect(
-        cls is not reference.DecoderLayer,
-        DEC,
-        "origem da classe",
-        "Sua classe é a implementação de referência do pacote `transformer_course`.",
-        "escreva a sua própria classe em vez de importá-la.",
-    )
-    n += 1
-    _eval_and_builtins(cls, DEC, "dec")
-    n += 1
-    _run_decoder(
-        cls,
-        8,
-        2,
-        16,
-        2,
-        5,
-        3,
-        False,
-        seed=10,
-        tgt_kind="decoder",
-        mem_kind="padding",
-        dtype=torch.float64,
-        extra=" (float64)",
-    )
-    n += 1
-    _run_decoder(cls, 8, 4, 8, 2, 3, 6, True, seed=11, tgt_kind="3d", extra=" (tgt_mask 3-D)")
-    n += 1
-    _run_decoder(
-        cls,
-        8,
-        2,
-        16,
-        1,
-        2,
-        4,
-        True,
-        seed=12,
-        extra=" (sem passar norm_first: o padrão é True)",
-        pass_norm_first=False,
-    )
-    n += 1
-    for nf in (True, False):
-        _run_decoder(
-            cls,
-            8,
-            2,
-            16,
-            2,
-            4,
-            5,
-            nf,
-            seed=13,
-            tgt_kind="causal",
-            mem_kind="padding",
-            dtype=torch.float64,
-            extra=" (gradientes)",
-            grad=True,
-        )
-        n += 1
-    expect_raises(
-        cls, ValueError, DEC, "DecoderLayer(10, 4, 16): d_model não divisível por n_heads", 10, 4, 16
-    )
-    n += 1
-    passed(DEC, n, "(testes ocultos)")
+    _hidden(DEC_EX, cls, True)
+
+
+EXERCISES = (FFN_EX, ENC_EX, DEC_EX)
