@@ -327,6 +327,46 @@ def test_spe_dropout_mistakes_diagnosed_by_hidden(kwargs, words):
         ch01.check_sinusoidal_positional_encoding_hidden(make_spe(**kwargs))
 
 
+class SpeOwnMask(nn.Module):
+    """Dropout certo no efeito, mas com a máscara sorteada à mão (não é o sorteio do PyTorch)."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.0):
+        super().__init__()
+        self.register_buffer("pe", sin_loops(max_len, d_model))
+        self.p = dropout
+
+    def forward(self, x):
+        out = x + self.pe[: x.size(1)]
+        if not self.training or self.p == 0:
+            return out
+        keep = torch.rand_like(out) >= self.p
+        return out * keep / (1 - self.p)
+
+
+class SpeDropoutAlwaysOn(SpeBatchedBuffer):
+    """`F.dropout` sem `training=`: o dropout continua ligado em eval()."""
+
+    def forward(self, x):
+        return F.dropout(x + self.pe[:, : x.shape[-2]], self.p)
+
+
+@pytest.mark.parametrize(
+    "cls, words",
+    [
+        (SpeOwnMask, "sorteado por conta própria"),
+        (SpeDropoutAlwaysOn, r"ligado também em `eval\(\)`"),
+    ],
+)
+def test_spe_dropout_is_compared_with_torch_under_the_same_rng(cls, words):
+    with pytest.raises(AssertionError, match=words):
+        ch01.check_sinusoidal_positional_encoding_hidden(cls)
+
+
+def test_spe_hidden_refuses_the_reference():
+    with pytest.raises(AssertionError, match="implementação de referência"):
+        ch01.check_sinusoidal_positional_encoding_hidden(ref.SinusoidalPositionalEncoding)
+
+
 # ================================================================= LearnedPositionalEmbedding
 
 
@@ -511,9 +551,10 @@ def slopes_geometric(n_heads):
 
 
 def slopes_float64(n_heads):
+    """Calculada em float64 e devolvida em float32, como o enunciado pede."""
     if n_heads <= 0:
         raise ValueError("n_heads deve ser positivo")
-    return torch.pow(2.0, -8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads)
+    return torch.pow(2.0, -8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads).float()
 
 
 @pytest.mark.parametrize("fn", [slopes_geometric, slopes_float64])
@@ -544,6 +585,16 @@ def test_slopes_mistakes_diagnosed(kwargs, words):
         ch01.check_alibi_slopes(make_slopes(**kwargs))
 
 
+@pytest.mark.parametrize("check", SLOPE_CHECKS)
+def test_slopes_in_float64_are_refused_because_the_prompt_asks_float32(check):
+    def slopes_left_in_float64(n_heads):
+        return slopes_float64(n_heads).double()
+
+    with pytest.raises(AssertionError, match="dtype errado nas inclinações") as info:
+        check(slopes_left_in_float64)
+    assert "float32" in str(info.value)
+
+
 def bias_loops(n_heads, seq_len):
     if seq_len <= 0:
         raise ValueError("seq_len deve ser positivo")
@@ -561,7 +612,7 @@ def bias_einsum(n_heads, seq_len):
         raise ValueError("seq_len deve ser positivo")
     pos = torch.arange(seq_len, dtype=torch.float64)
     dist = torch.cdist(pos[:, None], pos[:, None], p=1)  # |i - j|
-    return torch.einsum("h,ij->hij", -slopes_float64(n_heads), dist)
+    return torch.einsum("h,ij->hij", -slopes_float64(n_heads).double(), dist)
 
 
 @pytest.mark.parametrize("fn", [bias_loops, bias_einsum])

@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from transformer_course import plots
 from transformer_course import positional as ref
+from transformer_course.experiments.ch01 import cosine_similarity_matrix, toeplitz_deviation
 from transformer_course.widgets import ch01 as widget
 
 
@@ -20,7 +21,7 @@ def _render(fig: Figure) -> None:
 def test_static_figures_are_figures():
     figures = [
         plots.sinusoidal_figure(ref.sinusoidal_encoding(60, 32), dims=(0, 1, 10)),
-        plots.similarity_figure({"senoidal": ref.cosine_similarity_matrix(ref.sinusoidal_encoding(10, 8))}),
+        plots.similarity_figure({"senoidal": cosine_similarity_matrix(ref.sinusoidal_encoding(10, 8))}),
         plots.embedding_scale_figure({"a": 1.0, "b": 20.0}, 4.0, "PE"),
         plots.rope_figure(
             {"par 0": torch.randn(8, 2)},
@@ -44,7 +45,7 @@ def test_explorer_updates_every_scheme(scheme, toeplitz, d_model, length):
     assert isinstance(fig, Figure)
     data = widget.scheme_matrices(scheme, d_model, length)
     assert data["right"].shape == (length, length)
-    assert (ref.toeplitz_deviation(data["right"]) < 1e-4) == toeplitz
+    assert (toeplitz_deviation(data["right"]) < 1e-4) == toeplitz
     assert ("NÃO depende" in explorer.suptitle.get_text()) != toeplitz
     _render(fig)
 
@@ -82,8 +83,8 @@ def test_positional_widget_builds():
 
 
 def test_toeplitz_deviation_and_similarity_helpers():
-    assert ref.toeplitz_deviation(torch.tensor([[1.0, 2.0], [3.0, 1.0]])) == 0.0
-    assert ref.toeplitz_deviation(torch.tensor([[1.0, 2.0], [3.0, 5.0]])) == 4.0
-    sim = ref.cosine_similarity_matrix(torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 3.0]]))
+    assert toeplitz_deviation(torch.tensor([[1.0, 2.0], [3.0, 1.0]])) == 0.0
+    assert toeplitz_deviation(torch.tensor([[1.0, 2.0], [3.0, 5.0]])) == 4.0
+    sim = cosine_similarity_matrix(torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 3.0]]))
     torch.testing.assert_close(sim.diagonal(), torch.ones(3))
     assert abs(sim[0, 1].item()) < 1e-7

@@ -6,8 +6,6 @@ similaridade posição × posição. O título diz se ela depende só de i − j
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import lru_cache
 
 import torch
@@ -15,24 +13,15 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
 from .. import positional
+from ..experiments.ch01 import cosine_similarity_matrix, toeplitz_deviation
 from ..plots import DIVERGING, SEQUENTIAL
+from ..runtime import one_thread
 from ._view import PngRenderer, interactive_png
 
 __all__ = ["SCHEMES", "PositionalExplorer", "positional_widget"]
 
 SCHEMES = ("senoidal", "aprendido", "RoPE", "ALiBi")
 ALIBI_HEADS = 8
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Matrizes pequenas: uma thread é mais rápida (e não disputa a CPU com o kernel)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 @lru_cache(maxsize=64)
@@ -42,7 +31,7 @@ def scheme_matrices(scheme: str, d_model: int, length: int, seed: int = 0) -> di
         enc = positional.sinusoidal_encoding(length, d_model)
         return {
             "left": enc,
-            "right": positional.cosine_similarity_matrix(enc),
+            "right": cosine_similarity_matrix(enc),
             "vmax": 1.0,
             "left_title": "PE[p, j] (fixa)",
             "xlabel": "dimensão j",
@@ -54,7 +43,7 @@ def scheme_matrices(scheme: str, d_model: int, length: int, seed: int = 0) -> di
         enc = torch.randn(length, d_model, generator=gen)  # como nn.Embedding: N(0, 1), antes do treino
         return {
             "left": enc,
-            "right": positional.cosine_similarity_matrix(enc),
+            "right": cosine_similarity_matrix(enc),
             "vmax": 3.0,
             "left_title": "E[p, j] sorteada (antes do treino)",
             "xlabel": "dimensão j",
@@ -67,7 +56,7 @@ def scheme_matrices(scheme: str, d_model: int, length: int, seed: int = 0) -> di
         enc = positional.apply_rope(u)
         return {
             "left": enc,
-            "right": positional.cosine_similarity_matrix(enc),
+            "right": cosine_similarity_matrix(enc),
             "vmax": 1.0,
             "left_title": "RoPE(u, p), u = (1, 0, 1, 0, …)",
             "xlabel": "dimensão j",
@@ -126,9 +115,9 @@ class PositionalExplorer:
 
     def update(self, scheme: str, d_model: int, length: int) -> Figure:
         """Recalcula os dois painéis para a combinação escolhida e devolve a figura."""
-        with _one_thread():
+        with one_thread():
             data = scheme_matrices(scheme, d_model, length, self.seed)
-            deviation = positional.toeplitz_deviation(data["right"])
+            deviation = toeplitz_deviation(data["right"])
         left, right = data["left"], data["right"]
         if scheme == "ALiBi":
             low_left, low_right = left.min().item(), right.min().item()
