@@ -51,13 +51,9 @@ from torch.utils.data import Subset
 from transformer_course import plots
 from transformer_course.checks import (
     check_evaluate,
-    check_evaluate_hidden,
     check_make_warmup_scheduler,
-    check_make_warmup_scheduler_hidden,
     check_noam_lr,
-    check_noam_lr_hidden,
     check_train_epoch,
-    check_train_epoch_hidden,
 )
 from transformer_course.data import (
     TokenTaskConfig,
@@ -67,18 +63,16 @@ from transformer_course.data import (
     make_token_classification,
     split_dataset,
 )
-from transformer_course.runtime import get_device
-from transformer_course.layers import TransformerClassifier
-from transformer_course.training import (
-    ADAM_BETAS,
-    ADAM_EPS,
+from transformer_course.experiments.ch06 import (
     ExperimentConfig,
     fit,
-    no_warmup_lr,
     run_warmup_experiment,
     student_or_reference,
     summarize,
 )
+from transformer_course.layers import TransformerClassifier
+from transformer_course.runtime import get_device
+from transformer_course.training import ADAM_BETAS, ADAM_EPS, no_warmup_lr
 from transformer_course.training import evaluate as evaluate_ref
 from transformer_course.training import make_warmup_scheduler as make_warmup_scheduler_ref
 from transformer_course.training import noam_lr as noam_lr_ref
@@ -272,7 +266,8 @@ ADAM_BETAS, ADAM_EPS
 #
 # - o passo 0 usa a taxa do passo 1: calcule com `max(step, 1)` no lugar de `step` (não `step + 1`,
 #   que deslocaria todos os passos), e nada de divisão por zero;
-# - `d_model` ou `warmup_steps` não positivos levantam `ValueError` com uma mensagem em português;
+# - `d_model` ou `warmup_steps` não positivos, ou um `step` negativo, levantam `ValueError` com uma
+#   mensagem em português;
 # - use números do Python (`**`, `min`, `math`), não tensores.
 
 # %% nbgrader={"grade": false, "grade_id": "noam_lr", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -281,6 +276,8 @@ def noam_lr(step, d_model, warmup_steps, factor=1.0):
     ### BEGIN SOLUTION
     if d_model <= 0 or warmup_steps <= 0:
         raise ValueError(f"d_model e warmup_steps devem ser positivos; recebidos {d_model} e {warmup_steps}.")
+    if step < 0:
+        raise ValueError(f"step não pode ser negativo; recebido {step}.")
     step = max(step, 1)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
     ### END SOLUTION
@@ -290,9 +287,11 @@ def noam_lr(step, d_model, warmup_steps, factor=1.0):
 check_noam_lr(noam_lr)
 
 # %% nbgrader={"grade": true, "grade_id": "test_noam_lr_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-# Testes ocultos: rodam na correção (outras configurações, passos grandes, ValueError).
+# Testes ocultos: rodam na correção (outras configurações, passos grandes, ValueError, step negativo).
 ### BEGIN HIDDEN TESTS
-check_noam_lr_hidden(noam_lr)
+from transformer_course.tamper import hidden_check
+
+hidden_check("06_treino_warmup", "test_noam_lr_hidden", globals())(noam_lr)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -331,7 +330,9 @@ plots.noam_curves([(512, 4000, 1.0), (512, 8000, 1.0), (256, 4000, 1.0), (512, 4
 # **A ordem importa.** O `LambdaLR` lê a taxa base de cada grupo **uma vez, quando é criado** (num
 # otimizador que nunca teve agendador, é o `lr` do grupo naquele momento; ele a guarda em
 # `scheduler.base_lrs`), e a partir daí calcula toda taxa como taxa base × $\lambda(k)$. Por isso `lr = 1.0` vem **antes** de criar o agendador: mudar `lr`
-# depois só vale até o primeiro `scheduler.step()`, que volta a usar a taxa base guardada.
+# depois só vale até o primeiro `scheduler.step()`, que volta a usar a taxa base guardada. (Num
+# otimizador que já passou por outro agendador, o `LambdaLR` lê a taxa base de `group["initial_lr"]`;
+# a resposta-modelo põe 1.0 ali também.)
 
 # %% nbgrader={"grade": false, "grade_id": "make_warmup_scheduler", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def make_warmup_scheduler(optimizer, d_model, warmup_steps, factor=1.0):
@@ -339,6 +340,7 @@ def make_warmup_scheduler(optimizer, d_model, warmup_steps, factor=1.0):
     ### BEGIN SOLUTION
     for group in optimizer.param_groups:
         group["lr"] = 1.0
+        group["initial_lr"] = 1.0  # o LambdaLR lê a taxa base daqui se o otimizador já teve um agendador
     return LambdaLR(optimizer, lambda step: noam_lr(step, d_model, warmup_steps, factor))
     ### END SOLUTION
 
@@ -349,7 +351,9 @@ check_make_warmup_scheduler(make_warmup_scheduler)
 # %% nbgrader={"grade": true, "grade_id": "test_make_warmup_scheduler_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (dois grupos com taxas diferentes, Adam e AdamW, outras curvas).
 ### BEGIN HIDDEN TESTS
-check_make_warmup_scheduler_hidden(make_warmup_scheduler)
+from transformer_course.tamper import hidden_check
+
+hidden_check("06_treino_warmup", "test_make_warmup_scheduler_hidden", globals())(make_warmup_scheduler)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -415,8 +419,10 @@ noam_widget()
 # - `"loss"` é a **média simples das perdas dos lotes** (um `float`: use `.item()`);
 #   `"accuracy"` é **acertos / total de exemplos** (a classe prevista é o `argmax` dos logits).
 #
-# A correção usa um modelo-sonda e observa o comportamento: a ordem das chamadas, o modo do modelo e
-# os parâmetros depois da época, comparados com os de uma execução de referência com a mesma semente.
+# A correção usa um modelo-sonda e observa o comportamento: a ordem das chamadas, o modo do modelo e,
+# a cada `optimizer.step()`, a perda do lote, o gradiente, a taxa usada e os parâmetros, comparados
+# com os de uma execução de referência com a mesma semente. Se algo diferir, a mensagem diz em que
+# lote e em que etapa a primeira diferença aparece.
 
 # %% nbgrader={"grade": false, "grade_id": "train_epoch", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def train_epoch(model, loader, optimizer, scheduler, loss_fn, max_grad_norm=1.0):
@@ -429,7 +435,7 @@ def train_epoch(model, loader, optimizer, scheduler, loss_fn, max_grad_norm=1.0)
         x, y = x.to(device), y.to(device)
         optimizer.zero_grad()
         out = model(x)
-        logits = out[0] if isinstance(out, (tuple, list)) else out
+        logits = out[0] if isinstance(out, (tuple, list)) else out  # (B, C)
         loss = loss_fn(logits, y)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
@@ -446,9 +452,12 @@ def train_epoch(model, loader, optimizer, scheduler, loss_fn, max_grad_norm=1.0)
 check_train_epoch(train_epoch)
 
 # %% nbgrader={"grade": true, "grade_id": "test_train_epoch_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-# Testes ocultos: rodam na correção (modelo que devolve tupla, float32, outros recortes).
+# Testes ocultos: rodam na correção (modelo que devolve tupla, float32, outros recortes; o rastro de
+# cada passo comparado com o de referência).
 ### BEGIN HIDDEN TESTS
-check_train_epoch_hidden(train_epoch)
+from transformer_course.tamper import hidden_check
+
+hidden_check("06_treino_warmup", "test_train_epoch_hidden", globals())(train_epoch)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -475,7 +484,7 @@ def evaluate(model, loader, loss_fn):
         for x, y in loader:
             x, y = x.to(device), y.to(device)
             out = model(x)
-            logits = out[0] if isinstance(out, (tuple, list)) else out
+            logits = out[0] if isinstance(out, (tuple, list)) else out  # (B, C)
             total_loss, n_batches = total_loss + loss_fn(logits, y).item(), n_batches + 1
             correct += (logits.argmax(dim=-1) == y).sum().item()
             seen += y.numel()
@@ -490,7 +499,9 @@ check_evaluate(evaluate)
 # %% nbgrader={"grade": true, "grade_id": "test_evaluate_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (modelo que devolve tupla, float32, um lote só).
 ### BEGIN HIDDEN TESTS
-check_evaluate_hidden(evaluate)
+from transformer_course.tamper import hidden_check
+
+hidden_check("06_treino_warmup", "test_evaluate_hidden", globals())(evaluate)
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -57,7 +57,7 @@ def _reject(check, fn, match):
 
 
 def noam_branches(step, d_model, warmup_steps, factor=1.0):
-    if d_model <= 0 or warmup_steps <= 0:
+    if d_model <= 0 or warmup_steps <= 0 or step < 0:
         raise ValueError("tamanhos inválidos")
     step = 1 if step == 0 else step
     if step < warmup_steps:
@@ -66,8 +66,8 @@ def noam_branches(step, d_model, warmup_steps, factor=1.0):
 
 
 def noam_numpy(step, d_model, warmup_steps, factor=1.0):
-    if min(d_model, warmup_steps) < 1:
-        raise ValueError("d_model e warmup_steps precisam ser positivos")
+    if min(d_model, warmup_steps) < 1 or step < 0:
+        raise ValueError("d_model e warmup_steps precisam ser positivos, e step não pode ser negativo")
     s = np.float64(max(step, 1))
     return np.float64(factor) * np.minimum(s**-0.5, s * warmup_steps**-1.5) / np.sqrt(d_model)
 
@@ -131,6 +131,19 @@ def test_noam_without_value_error_rejected_hidden():
 
     ch06.check_noam_lr(fn)
     _reject(ch06.check_noam_lr_hidden, fn, "ValueError")
+
+
+def test_noam_negative_step_rejected_hidden():
+    """O enunciado pede ValueError também para um passo negativo (como a referência)."""
+
+    def fn(step, d_model, warmup_steps, factor=1.0):
+        if d_model <= 0 or warmup_steps <= 0:
+            raise ValueError("tamanhos inválidos")
+        s = max(step, 1)
+        return factor * d_model**-0.5 * min(s**-0.5, s * warmup_steps**-1.5)
+
+    ch06.check_noam_lr(fn)
+    _reject(ch06.check_noam_lr_hidden, fn, "noam_lr\\(-1, 64, 10\\)(.|\n)*Esperava ValueError")
 
 
 def test_noam_reference_and_stub():
@@ -394,6 +407,52 @@ def test_train_epoch_tuple_output_rejected_hidden():
 def test_train_epoch_reference_and_stub():
     _reject(ch06.check_train_epoch_hidden, training.train_epoch, "implementação de referência")
     _reject(ch06.check_train_epoch, _stub, "não implementado")
+
+
+def _loop_with(*, clip_scale=1.0, zero_every=1, scale_x=False):
+    """Um laço com um erro que nenhuma execução de referência comete (para a localização)."""
+
+    def fn(model, loader, optimizer, scheduler, loss_fn, max_grad_norm=1.0):
+        model.train()
+        losses, correct, total = [], 0, 0
+        for i, (x, y) in enumerate(loader):
+            if i % zero_every == 0:
+                optimizer.zero_grad()
+            logits = _logits(model(x / x.norm() if scale_x else x))
+            loss = loss_fn(logits, y)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), clip_scale * max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            losses.append(loss.item())
+            correct, total = correct + (logits.argmax(-1) == y).sum().item(), total + len(y)
+        return {"loss": sum(losses) / len(losses), "accuracy": correct / total}
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "where"),
+    [
+        ({"clip_scale": 3.0}, "norma do gradiente no `optimizer.step\\(\\)` do lote 1"),
+        ({"zero_every": 2}, "gradiente acumulado antes do `backward\\(\\)` do lote 2"),
+        ({"scale_x": True}, "perda do lote 1"),
+    ],
+)
+def test_train_epoch_unknown_mistake_says_where_the_trace_first_differs(kwargs, where):
+    """Um erro fora da lista: a mensagem diz em que lote e em que etapa o rastro diverge."""
+    _reject(ch06.check_train_epoch, _loop_with(**kwargs), f"A primeira diferença aparece em {where}")
+    _reject(ch06.check_train_epoch, _loop_with(**kwargs), "confira a ordem")
+
+
+def test_train_epoch_known_mistake_is_located_and_named():
+    """Um erro conhecido: o lugar no rastro e o nome do erro, na mesma mensagem."""
+    _reject(
+        ch06.check_train_epoch,
+        train_variant("zero_grad_end"),
+        "primeira diferença aparece em gradiente acumulado antes do `backward\\(\\)` do lote 1"
+        "(.|\n)*só no FIM",
+    )
 
 
 def test_mistake_runs_are_distinguishable():

@@ -14,6 +14,7 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from transformer_course import data as D
 from transformer_course import training as T
+from transformer_course.experiments import ch06 as E
 from transformer_course.plots import ch06 as P
 from transformer_course.widgets.ch06 import NoamExplorer
 
@@ -168,7 +169,7 @@ def test_train_epoch_and_evaluate_on_the_classifier():
     opt = torch.optim.Adam(model.parameters(), betas=T.ADAM_BETAS, eps=T.ADAM_EPS)
     sched = T.make_warmup_scheduler(opt, 16, 5)
     log: list = []
-    out = T.train_epoch(model, train, opt, sched, nn.CrossEntropyLoss(), 1.0, log)
+    out = T.train_epoch(model, train, opt, sched, E.LoggedLoss(nn.CrossEntropyLoss(), opt, log), 1.0)
     assert set(out) == {"loss", "accuracy"} and 0 <= out["accuracy"] <= 1
     assert len(log) == len(train) and log[0][1] == pytest.approx(T.noam_lr(0, 16, 5))
     model.eval()
@@ -181,7 +182,7 @@ def test_fit_keeps_best_state_in_memory_and_writes_no_files(tmp_path, monkeypatc
     model, train, val = _tiny_setup()
     opt = torch.optim.Adam(model.parameters(), betas=T.ADAM_BETAS, eps=T.ADAM_EPS)
     sched = T.make_warmup_scheduler(opt, 16, 5)
-    h = T.fit(model, train, val, opt, sched, nn.CrossEntropyLoss(), epochs=3, progress=False)
+    h = E.fit(model, train, val, opt, sched, nn.CrossEntropyLoss(), epochs=3, progress=False)
     assert list(tmp_path.iterdir()) == []
     assert len(h.train_loss) == len(h.val_loss) == 3 and len(h.step_lr) == 3 * len(train)
     assert h.best_epoch == 1 + min(range(3), key=h.val_loss.__getitem__)
@@ -207,7 +208,7 @@ def test_fit_with_a_student_loop_logs_every_step_like_the_reference():
         opt = torch.optim.Adam(model.parameters(), betas=T.ADAM_BETAS, eps=T.ADAM_EPS)
         sched = T.make_warmup_scheduler(opt, 16, 5)
         histories.append(
-            T.fit(model, train, val, opt, sched, nn.CrossEntropyLoss(), 2, progress=False,
+            E.fit(model, train, val, opt, sched, nn.CrossEntropyLoss(), 2, progress=False,
                   train_fn=train_fn, eval_fn=eval_fn)
         )  # fmt: skip
     ref, mine = histories
@@ -227,10 +228,10 @@ def test_student_or_reference_uses_the_student_only_when_the_visible_check_passe
     def wrong(model, loader, loss_fn):  # esquece o modo de avaliação
         return {"loss": 0.0, "accuracy": 0.0}
 
-    assert T.student_or_reference(mine, ch06.check_evaluate, T.evaluate, "evaluate") is mine
+    assert E.student_or_reference(mine, ch06.check_evaluate, T.evaluate, "evaluate") is mine
     assert "usando a sua versão" in capsys.readouterr().out
     for fn, why in ((stub, "não implementou"), (wrong, "falhou"), (None, "")):
-        assert T.student_or_reference(fn, ch06.check_evaluate, T.evaluate, "evaluate") is T.evaluate
+        assert E.student_or_reference(fn, ch06.check_evaluate, T.evaluate, "evaluate") is T.evaluate
         out = capsys.readouterr()
         assert "usando a versão do pacote" in out.out and why in out.out and out.err == ""
 
@@ -254,10 +255,10 @@ def test_experiment_conditions_share_initialisation_and_batches():
             norm_first=config.norm_first,
         )
 
-    config = T.ExperimentConfig(
+    config = E.ExperimentConfig(
         d_model=16, n_heads=2, n_layers=2, d_ff=32, warmup_steps=4, epochs=1, seeds=(0, 1)
     )
-    results = T.run_warmup_experiment(
+    results = E.run_warmup_experiment(
         config,
         make_model,
         lambda s: D.make_loader(train, 32, True, s),
@@ -271,7 +272,7 @@ def test_experiment_conditions_share_initialisation_and_batches():
         assert a.step_lr[0] < b.step_lr[0] == pytest.approx(config.peak_lr)
         assert a.best_state is None
     assert with_w[0].step_loss[0] != pytest.approx(with_w[1].step_loss[0])  # sementes diferentes
-    rows = T.summarize(results, config.seeds)
+    rows = E.summarize(results, config.seeds)
     assert len(rows) == 4 and {r["condição"] for r in rows} == set(results)
 
 
@@ -282,7 +283,7 @@ def test_figures_are_figures():
     data = D.make_token_classification(100, CFG, seed=0)
     assert isinstance(P.dataset_overview(data.labels, data.lengths, 3, ["A", "B", "C"]), Figure)
     assert isinstance(P.noam_curves([(64, 10, 1.0), (32, 20, 2.0)], T.noam_lr, 60), Figure)
-    h = T.History(
+    h = E.History(
         train_loss=[1.0, 0.8],
         train_accuracy=[0.4, 0.6],
         val_loss=[0.9, 0.85],

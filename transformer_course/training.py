@@ -1,9 +1,10 @@
 """Treino de um *Transformer* (capítulo 6): o agendamento de Noam, o laço de treino e a avaliação.
 
 Referências do pacote para os exercícios ``noam_lr``, ``make_warmup_scheduler``, ``train_epoch``
-e ``evaluate`` (contratos dos enunciados do capítulo 6), mais o que o capítulo usa para treinar e para o
-experimento "com e sem aquecimento (*warm-up*)": ``fit`` (com barra de progresso e o melhor
-ponto de controle guardado na memória, nunca em disco) e ``run_warmup_experiment``.
+e ``evaluate`` (o mesmo código das respostas-modelo do notebook do capítulo 6), mais o que o
+experimento "com e sem aquecimento (*warm-up*)" usa do agendamento: ``noam_peak``,
+``no_warmup_lr`` e os hiperparâmetros do Adam do artigo. O treino de várias épocas (``fit``) e o
+experimento ficam em ``transformer_course.experiments.ch06``.
 
 O agendamento (Vaswani et al., 2017, seção 5.3)::
 
@@ -15,12 +16,6 @@ e depois cai como 1/√passo. O passo 0 conta como passo 1 (senão 0^-0.5 divide
 
 from __future__ import annotations
 
-import contextlib
-import io
-import math
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-
 import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
@@ -28,17 +23,11 @@ from torch.optim.lr_scheduler import LambdaLR
 __all__ = [
     "ADAM_BETAS",
     "ADAM_EPS",
-    "ExperimentConfig",
-    "History",
     "evaluate",
-    "fit",
     "make_warmup_scheduler",
     "noam_lr",
     "noam_peak",
     "no_warmup_lr",
-    "run_warmup_experiment",
-    "student_or_reference",
-    "summarize",
     "train_epoch",
 ]
 
@@ -50,19 +39,18 @@ ADAM_EPS = 1e-9
 
 
 def _check_sizes(d_model: int, warmup_steps: int) -> None:
-    if d_model <= 0:
-        raise ValueError(f"d_model deve ser positivo; recebido {d_model}.")
-    if warmup_steps <= 0:
-        raise ValueError(f"warmup_steps deve ser positivo; recebido {warmup_steps}.")
+    if d_model <= 0 or warmup_steps <= 0:
+        raise ValueError(f"d_model e warmup_steps devem ser positivos; recebidos {d_model} e {warmup_steps}.")
 
 
-def noam_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:
+def noam_lr(step, d_model, warmup_steps, factor=1.0):
     """Taxa de aprendizado de Noam no passo ``step`` (o passo 0 conta como passo 1).
 
     Raises:
         ValueError: se ``d_model`` ou ``warmup_steps`` não forem positivos, ou ``step`` < 0.
     """
-    _check_sizes(d_model, warmup_steps)
+    if d_model <= 0 or warmup_steps <= 0:
+        raise ValueError(f"d_model e warmup_steps devem ser positivos; recebidos {d_model} e {warmup_steps}.")
     if step < 0:
         raise ValueError(f"step não pode ser negativo; recebido {step}.")
     step = max(step, 1)
@@ -86,298 +74,66 @@ def no_warmup_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0
     return factor * d_model**-0.5 * min(warmup_steps**-0.5, step**-0.5)
 
 
-def make_warmup_scheduler(
-    optimizer: torch.optim.Optimizer, d_model: int, warmup_steps: int, factor: float = 1.0
-) -> LambdaLR:
+def make_warmup_scheduler(optimizer, d_model, warmup_steps, factor=1.0):
     """Envolve ``optimizer`` num ``LambdaLR`` que segue ``noam_lr``.
 
-    Põe 1.0 como taxa base de todo grupo de parâmetros: o ``LambdaLR`` multiplica a taxa base
-    pelo valor da função, então, depois de k chamadas de ``scheduler.step()``, a taxa é
-    exatamente ``noam_lr(k, ...)``, qualquer que fosse o ``lr`` com que o otimizador foi criado.
+    Põe 1.0 como taxa base de todo grupo de parâmetros, ANTES de criar o agendador: o
+    ``LambdaLR`` guarda a taxa base ao ser criado e multiplica-a pelo valor da função, então,
+    depois de k chamadas de ``scheduler.step()``, a taxa é exatamente ``noam_lr(k, ...)``,
+    qualquer que fosse o ``lr`` com que o otimizador foi criado. Tamanhos inválidos levantam
+    ``ValueError`` já na criação (o ``LambdaLR`` chama ``noam_lr`` com o passo 0).
     """
-    _check_sizes(d_model, warmup_steps)
     for group in optimizer.param_groups:
         group["lr"] = 1.0
-        group["initial_lr"] = 1.0  # caso o otimizador já tenha passado por outro agendador
+        group["initial_lr"] = 1.0  # o LambdaLR lê a taxa base daqui se o otimizador já teve um agendador
     return LambdaLR(optimizer, lambda step: noam_lr(step, d_model, warmup_steps, factor))
 
 
 # ---------------------------------------------------------------- treino e avaliação
 
 
-def _logits(output):
-    """Os logits: a saída do modelo, ou o primeiro elemento se ela for uma tupla/lista."""
-    return output[0] if isinstance(output, (tuple, list)) else output
-
-
-def _device_of(model: nn.Module) -> torch.device:
-    param = next(model.parameters(), None)
-    return param.device if param is not None else torch.device("cpu")
-
-
-def train_epoch(
-    model: nn.Module,
-    loader: Iterable,
-    optimizer: torch.optim.Optimizer,
-    scheduler,
-    loss_fn: Callable,
-    max_grad_norm: float | None = 1.0,
-    step_log: list | None = None,
-) -> dict[str, float]:
+def train_epoch(model, loader, optimizer, scheduler, loss_fn, max_grad_norm=1.0):
     """Uma época de treino; devolve ``{"loss": média das perdas dos lotes, "accuracy": acertos/total}``.
 
     Em cada lote, nesta ordem: zero_grad, forward, perda, backward, recorte da norma do gradiente
-    (*gradient clipping*), passo do otimizador e, por fim, passo do agendador.
-
-    Args:
-        max_grad_norm: norma máxima do gradiente; ``None`` desliga o recorte.
-        step_log: se dado, recebe um par (perda do lote, taxa usada no passo) por lote.
+    (*gradient clipping*) com ``max_grad_norm``, passo do otimizador e, por fim, passo do
+    agendador. O modelo pode devolver os logits ou uma tupla cujo primeiro elemento são os logits.
     """
     model.train()
-    device = _device_of(model)
+    device = next(model.parameters()).device
     total_loss, n_batches, correct, seen = 0.0, 0, 0, 0
-    for inputs, targets in loader:
-        inputs, targets = inputs.to(device), targets.to(device)
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
         optimizer.zero_grad()
-        logits = _logits(model(inputs))  # (B, ...) -> (B, C)
-        loss = loss_fn(logits, targets)
+        out = model(x)
+        logits = out[0] if isinstance(out, (tuple, list)) else out  # (B, C)
+        loss = loss_fn(logits, y)
         loss.backward()
-        if max_grad_norm is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-        lr = optimizer.param_groups[0]["lr"]
+        nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
         optimizer.step()
         scheduler.step()
-        total_loss += loss.item()
-        n_batches += 1
-        correct += (logits.argmax(dim=-1) == targets).sum().item()
-        seen += targets.numel()
-        if step_log is not None:
-            step_log.append((loss.item(), lr))
-    return {"loss": total_loss / max(n_batches, 1), "accuracy": correct / max(seen, 1)}
+        total_loss, n_batches = total_loss + loss.item(), n_batches + 1
+        correct += (logits.argmax(dim=-1) == y).sum().item()
+        seen += y.numel()
+    return {"loss": total_loss / n_batches, "accuracy": correct / seen}
 
 
-def evaluate(model: nn.Module, loader: Iterable, loss_fn: Callable) -> dict[str, float]:
+def evaluate(model, loader, loss_fn):
     """Perda média dos lotes e acurácia, em modo de avaliação e sem gradientes.
 
     Devolve o modelo ao modo em que estava (treino ou avaliação).
     """
     was_training = model.training
     model.eval()
-    device = _device_of(model)
+    device = next(model.parameters()).device
     total_loss, n_batches, correct, seen = 0.0, 0, 0, 0
     with torch.no_grad():
-        for inputs, targets in loader:
-            inputs, targets = inputs.to(device), targets.to(device)
-            logits = _logits(model(inputs))
-            total_loss += loss_fn(logits, targets).item()
-            n_batches += 1
-            correct += (logits.argmax(dim=-1) == targets).sum().item()
-            seen += targets.numel()
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            out = model(x)
+            logits = out[0] if isinstance(out, (tuple, list)) else out  # (B, C)
+            total_loss, n_batches = total_loss + loss_fn(logits, y).item(), n_batches + 1
+            correct += (logits.argmax(dim=-1) == y).sum().item()
+            seen += y.numel()
     model.train(was_training)
-    return {"loss": total_loss / max(n_batches, 1), "accuracy": correct / max(seen, 1)}
-
-
-# ---------------------------------------------------------------- a versão do aluno ou a do pacote
-
-
-def student_or_reference(student_fn: Callable | None, check_fn: Callable, reference_fn: Callable, name: str):
-    """A função do aluno, se ela passar nos testes visíveis (``check_fn``); senão, a do pacote.
-
-    Imprime uma linha dizendo qual versão será usada e, na volta para a do pacote, a primeira
-    linha da mensagem do teste. Serve às demonstrações: o notebook roda mesmo antes de o aluno
-    terminar o exercício, e usa o código dele assim que ele funciona.
-    """
-    if student_fn is None or student_fn is reference_fn:
-        print(f"`{name}`: usando a versão do pacote.")
-        return reference_fn
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            check_fn(student_fn)
-    except Exception as exc:  # noqa: BLE001 - qualquer falha do teste visível volta à referência
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        why = lines[0] if lines else type(exc).__name__
-        print(f"`{name}`: usando a versão do pacote; a sua ainda não passa nos testes visíveis ({why}).")
-        return reference_fn
-    print(f"`{name}`: usando a sua versão (ela passou nos testes visíveis).")
-    return student_fn
-
-
-class _LoggedLoss:
-    """A função de perda, registrando (perda do lote, taxa em vigor) a cada chamada com gradientes.
-
-    Permite a ``fit`` guardar a perda e a taxa de cada passo também quando o laço de treino é o
-    do aluno, que não recebe ``step_log``: a perda é calculada antes de ``optimizer.step()``, então a
-    taxa lida nesse momento é a usada no passo.
-    """
-
-    def __init__(self, loss_fn: Callable, optimizer: torch.optim.Optimizer, log: list):
-        self.loss_fn, self.optimizer, self.log = loss_fn, optimizer, log
-
-    def __call__(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        loss = self.loss_fn(logits, targets)
-        if torch.is_grad_enabled():
-            self.log.append((loss.item(), self.optimizer.param_groups[0]["lr"]))
-        return loss
-
-
-# ---------------------------------------------------------------- várias épocas
-
-
-@dataclass
-class History:
-    """O que aconteceu num treino: por época e por passo.
-
-    Attributes:
-        train_loss, train_accuracy, val_loss, val_accuracy: um valor por época.
-        step_loss, step_lr: a perda de cada lote e a taxa usada nesse passo.
-        best_epoch: a época (a partir de 1) com a menor perda de validação.
-        best_state: os pesos dessa época, copiados na memória (na CPU); nada vai para o disco.
-    """
-
-    train_loss: list[float] = field(default_factory=list)
-    train_accuracy: list[float] = field(default_factory=list)
-    val_loss: list[float] = field(default_factory=list)
-    val_accuracy: list[float] = field(default_factory=list)
-    step_loss: list[float] = field(default_factory=list)
-    step_lr: list[float] = field(default_factory=list)
-    best_epoch: int = 0
-    best_state: dict[str, torch.Tensor] | None = None
-
-    @property
-    def best_val_loss(self) -> float:
-        return self.val_loss[self.best_epoch - 1] if self.best_epoch else math.inf
-
-
-def fit(
-    model: nn.Module,
-    train_loader: Iterable,
-    val_loader: Iterable,
-    optimizer: torch.optim.Optimizer,
-    scheduler,
-    loss_fn: Callable,
-    epochs: int,
-    max_grad_norm: float | None = 1.0,
-    progress: bool = True,
-    desc: str = "treino",
-    train_fn: Callable = train_epoch,
-    eval_fn: Callable = evaluate,
-) -> History:
-    """Treina por ``epochs`` épocas, avaliando a cada uma; guarda na memória o melhor estado.
-
-    A barra de progresso (``tqdm.auto``) mostra a época e as perdas. O "melhor" é a menor perda
-    de validação; ``history.best_state`` pode ser carregado com ``model.load_state_dict``.
-    ``train_fn`` e ``eval_fn`` podem ser as funções do aluno (mesma assinatura dos exercícios).
-    """
-    from tqdm.auto import tqdm
-
-    history = History()
-    bar = tqdm(range(1, epochs + 1), desc=desc, disable=not progress, leave=False)
-    for epoch in bar:
-        log: list = []
-        if train_fn is train_epoch:
-            train = train_fn(model, train_loader, optimizer, scheduler, loss_fn, max_grad_norm, log)
-        else:
-            logged = _LoggedLoss(loss_fn, optimizer, log)
-            train = train_fn(model, train_loader, optimizer, scheduler, logged, max_grad_norm)
-        val = eval_fn(model, val_loader, loss_fn)
-        history.train_loss.append(train["loss"])
-        history.train_accuracy.append(train["accuracy"])
-        history.val_loss.append(val["loss"])
-        history.val_accuracy.append(val["accuracy"])
-        history.step_loss += [loss for loss, _ in log]
-        history.step_lr += [lr for _, lr in log]
-        if val["loss"] < history.best_val_loss:
-            history.best_epoch = epoch
-            history.best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-        bar.set_postfix(treino=f"{train['loss']:.3f}", val=f"{val['loss']:.3f}", acc=f"{val['accuracy']:.2f}")
-    bar.close()
-    return history
-
-
-# ---------------------------------------------------------------- o experimento
-
-
-@dataclass(frozen=True)
-class ExperimentConfig:
-    """O experimento "com e sem aquecimento": mesmo modelo, mesmos dados, mesmo pico de lr."""
-
-    d_model: int = 64  # largura do modelo (entra também na fórmula de Noam)
-    n_heads: int = 4  # cabeças de atenção
-    n_layers: int = 6  # camadas do codificador (uma pilha funda é onde o aquecimento importa)
-    d_ff: int = 128  # largura da FFN
-    norm_first: bool = False  # False = Post-LN, o arranjo do artigo original
-    dropout: float = 0.0  # sem dropout: a única fonte de diferença é a taxa de aprendizado
-    warmup_steps: int = 60  # passos de aquecimento
-    factor: float = 1.0  # multiplica a curva toda; pico = factor·(d_model·warmup_steps)^-0.5
-    epochs: int = 4  # épocas por execução
-    seeds: tuple[int, ...] = (0, 1, 2)  # sementes: inicialização e ordem dos lotes
-
-    @property
-    def peak_lr(self) -> float:
-        return noam_peak(self.d_model, self.warmup_steps, self.factor)
-
-
-def run_warmup_experiment(
-    config: ExperimentConfig,
-    make_model: Callable[[ExperimentConfig, int], nn.Module],
-    make_train_loader: Callable[[int], Iterable],
-    val_loader: Iterable,
-    device: torch.device | str = "cpu",
-    progress: bool = True,
-) -> dict[str, list[History]]:
-    """Treina o mesmo modelo com e sem aquecimento, para cada semente; devolve os históricos.
-
-    As duas condições usam Adam (betas e eps do artigo), o mesmo pico de taxa de aprendizado
-    e a mesma queda depois dele (:func:`noam_lr` e :func:`no_warmup_lr`, ambas por ``LambdaLR``);
-    só os primeiros ``warmup_steps`` passos diferem. Para cada semente, as duas condições começam
-    dos mesmos pesos e veem os lotes na mesma ordem.
-
-    Args:
-        make_model: ``(config, seed) -> modelo``, já inicializado com a semente.
-        make_train_loader: ``seed -> DataLoader`` de treino, embaralhado com a semente.
-    """
-    from tqdm.auto import tqdm
-
-    schedules: dict[str, Callable[[int], float]] = {
-        "com aquecimento": lambda s: noam_lr(s, config.d_model, config.warmup_steps, config.factor),
-        "sem aquecimento": lambda s: no_warmup_lr(s, config.d_model, config.warmup_steps, config.factor),
-    }
-    results: dict[str, list[History]] = {name: [] for name in schedules}
-    runs = [(seed, name) for seed in config.seeds for name in schedules]
-    bar = tqdm(runs, desc="experimento", disable=not progress, leave=False)
-    for seed, name in bar:
-        bar.set_postfix(semente=seed, condicao=name)
-        model = make_model(config, seed).to(device)
-        optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=ADAM_BETAS, eps=ADAM_EPS)
-        scheduler = LambdaLR(optimizer, schedules[name])
-        history = fit(
-            model,
-            make_train_loader(seed),
-            val_loader,
-            optimizer,
-            scheduler,
-            nn.CrossEntropyLoss(),
-            config.epochs,
-            progress=False,
-        )
-        history.best_state = None  # o experimento só precisa das curvas
-        results[name].append(history)
-    bar.close()
-    return results
-
-
-def summarize(results: dict[str, list[History]], seeds: Sequence[int]) -> list[dict]:
-    """Uma linha por (condição, semente): perda final de treino, acurácia final e melhor de validação."""
-    rows = []
-    for name, histories in results.items():
-        for seed, h in zip(seeds, histories):
-            rows.append(
-                {
-                    "condição": name,
-                    "semente": seed,
-                    "perda de treino (última época)": round(h.train_loss[-1], 3),
-                    "acurácia de validação (última época)": round(h.val_accuracy[-1], 3),
-                    "melhor acurácia de validação": round(max(h.val_accuracy), 3),
-                }
-            )
-    return rows
+    return {"loss": total_loss / n_batches, "accuracy": correct / seen}

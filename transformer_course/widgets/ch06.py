@@ -19,7 +19,8 @@ class NoamExplorer:
     """A curva lr × passo do agendamento de Noam, com o pico marcado.
 
     A curva de referência (cinza) é a do artigo: d_model = 512, warmup_steps = 4000.
-    ``update`` recalcula a curva com numpy e só troca os dados dos artistas (rápido).
+    ``update`` recalcula a curva com a referência do pacote (``training.noam_lr``, passo a passo)
+    e só troca os dados dos artistas (rápido).
     """
 
     def __init__(self, n_steps: int = 20_000, n_points: int = 400):
@@ -51,8 +52,8 @@ class NoamExplorer:
         self.update(4000, 512, 1.0)
 
     def _curve(self, warmup_steps: int, d_model: int, factor: float) -> np.ndarray:
-        s = self.steps.astype(np.float64)
-        return factor * d_model**-0.5 * np.minimum(s**-0.5, s * warmup_steps**-1.5)
+        lrs = (noam_lr(float(s), d_model, warmup_steps, factor) for s in self.steps)
+        return np.fromiter(lrs, dtype=np.float64, count=len(self.steps))
 
     def update(self, warmup_steps: int, d_model: int, factor: float) -> Figure:
         """Redesenha a curva para a configuração dada e devolve a figura."""
