@@ -167,6 +167,23 @@ def test_first_difference_says_where_the_error_entered():
         CHECKS[0](make_sdpa(scale=lambda Q, V: 1.0))
 
 
+def test_swapped_tuple_is_named():
+    def swapped(Q, K, V, mask=None):
+        return tuple(reversed(sdpa_einsum_where(Q, K, V, mask)))
+
+    with pytest.raises(AssertionError, match="ordem trocada"):
+        CHECKS[0](swapped)
+
+
+def test_gradient_cut_before_v_is_named():
+    def detached_values(Q, K, V, mask=None):
+        return sdpa_einsum_where(Q, K, V.detach(), mask)
+
+    CHECKS[0](detached_values)
+    with pytest.raises(AssertionError, match=r"O gradiente não chega a `V`"):
+        CHECKS[1](detached_values)
+
+
 def test_float32_only_fails_hidden():
     def float32_only(Q, K, V, mask=None):
         out, w = ref.scaled_dot_product_attention(Q.float(), K.float(), V.float(), mask)

@@ -43,13 +43,10 @@ NOT_3D = (
 
 def _oracle(Q, K, V, mask):
     """Saída e pesos pelo ``F.scaled_dot_product_attention`` (pesos: V = identidade)."""
-    batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
-    k_len = K.size(-2)
+    batch, k_len = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2]), K.size(-2)
     eye = torch.eye(k_len, dtype=Q.dtype, device=Q.device).expand(*batch, k_len, k_len)
     Qb, Kb, Vb = (t.expand(*batch, *t.shape[-2:]) for t in (Q, K, V))
-    output = F.scaled_dot_product_attention(Qb, Kb, Vb, attn_mask=mask)
-    weights = F.scaled_dot_product_attention(Qb, Kb, eye, attn_mask=mask)
-    return output, weights
+    return tuple(F.scaled_dot_product_attention(Qb, Kb, v, attn_mask=mask) for v in (Vb, eye))
 
 
 def _variant(Q, K, V, mask, scale, mode="right"):
@@ -86,7 +83,7 @@ def _mistakes(Q, K, V, mask):
             ("a atenção sem máscara (a máscara foi ignorada)", right, "ignored"),
         ]
     results = [(label, _variant(Q, K, V, mask, scale, mode)) for label, scale, mode in cases]
-    _, right_weights, raw = _variant(Q, K, V, mask, right)
+    right_out, right_weights, raw = _variant(Q, K, V, mask, right)
     masked = raw if mask is None else raw.masked_fill(~mask, -math.inf)
     return [
         *(Mistake(label, w) for label, (_, w, _) in results),
@@ -95,6 +92,7 @@ def _mistakes(Q, K, V, mask):
         Mistake("os scores sem escala (Q·Kᵀ), e não os pesos", raw * math.sqrt(d_k)),
         *(Mistake(label, out) for label, (out, _, _) in results),
         Mistake("a saída calculada com K no lugar de V (pesos @ K)", right_weights @ K),
+        Mistake("`output`: a tupla está na ordem trocada, devolva `(output, weights)`", right_out),
     ]
 
 
@@ -118,10 +116,8 @@ def _run_sdpa(c: Check, fn: Callable, Q, K, V, mask=None, extra="", hint_on_erro
     c.case(f"Q {tuple(Q.shape)}, K {tuple(K.shape)}, V {tuple(V.shape)} {dtype_name(Q.dtype)}, {m}{extra}")
     with c.untouched(Q=Q, K=K, V=V, mask=mask):
         result = c.call(fn, Q, K, V, mask, hint_on_error=hint_on_error)
-    c.expect(
-        isinstance(result, tuple) and len(result) == 2,
-        f"Esperava uma tupla (output, weights); veio {describe(result)}.",
-    )
+    pair = isinstance(result, tuple) and len(result) == 2
+    c.expect(pair, f"Esperava uma tupla (output, weights); veio {describe(result)}.")
     expected_out, expected_w = _oracle(Q, K, V, mask)
     c.first_difference(
         [("`weights`", result[1], expected_w), ("`output`", result[0], expected_out)],
@@ -185,6 +181,8 @@ def check_scaled_dot_product_attention_hidden(fn: Callable) -> None:
         output.pow(2).sum().backward()
         F.scaled_dot_product_attention(*theirs).pow(2).sum().backward()
         for label, a, b in zip("QKV", mine, theirs):
+            cut = f"um `.detach()`, `.data` ou `torch.no_grad()` corta o caminho de `{label}` até a saída."
+            c.expect(a.grad is not None, f"O gradiente não chega a `{label}` (`{label}.grad` é None).", cut)
             c.close(a.grad, b.grad, f"o gradiente em `{label}`")
         # Atalhos proibidos: F.scaled_dot_product_attention e a referência do pacote.
         _, Q, K, V = _tensors(16, (2,), 3, 3, 4, 4)
