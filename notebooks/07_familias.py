@@ -42,7 +42,12 @@ import os
 import torch
 
 from transformer_course import plots
-from transformer_course.checks import check_attention_cost, check_family_quiz, check_generate, check_kaplan_loss
+from transformer_course.checks import (
+    check_attention_cost,
+    check_family_quiz,
+    check_generate,
+    check_kaplan_loss,
+)
 from transformer_course.costs import count_parameters
 from transformer_course.costs import kaplan_loss as kaplan_loss_ref
 from transformer_course.experiments.ch07 import (
