@@ -20,8 +20,9 @@
 # 2. escrever as projeções $W^Q$, $W^K$, $W^V$, $W^O$ e a separação e junção das cabeças, com as formas
 #    certas — e dizer por que um `view` sem `transpose` embaralha *tokens* e cabeças sem dar erro;
 # 3. mostrar que o número de parâmetros, $4\,d_{model}^2$ mais os vieses, não depende do número de cabeças;
-# 4. construir uma `MultiHeadAttention` idêntica ao `nn.MultiheadAttention` do PyTorch (sem *dropout*
-#    ativo: em modo de avaliação ou com `dropout=0`) e traduzir as convenções de máscara entre as duas;
+# 4. construir uma `MultiHeadAttention` com a mesma saída do `nn.MultiheadAttention` do PyTorch (em modo
+#    de treino, com o mesmo estado do gerador aleatório, até o *dropout* coincide) e traduzir as
+#    convenções de máscara entre as duas;
 # 5. ler mapas de atenção por cabeça.
 #
 # **Pré-requisitos.** Capítulo 2 (atenção por produto escalar escalado, máscara booleana com
@@ -43,17 +44,8 @@ from torch import nn
 
 from transformer_course import plots
 from transformer_course.attention import scaled_dot_product_attention
-from transformer_course.checks import (
-    check_merge_heads,
-    check_merge_heads_hidden,
-    check_multi_head_attention,
-    check_multi_head_attention_hidden,
-    check_split_heads,
-    check_split_heads_hidden,
-)
-from transformer_course.runtime import get_device, seeded_generator
-from transformer_course.interop import load_from_torch
-from transformer_course.multihead import (
+from transformer_course.checks import check_merge_heads, check_multi_head_attention, check_split_heads
+from transformer_course.experiments.ch03 import (
     SENTENCE,
     VOCAB,
     NeighborConfig,
@@ -62,9 +54,11 @@ from transformer_course.multihead import (
     neighbor_batch,
     train_neighbor_models,
 )
+from transformer_course.interop import load_from_torch
 from transformer_course.multihead import MultiHeadAttention as MultiHeadAttentionRef
 from transformer_course.multihead import merge_heads as merge_heads_ref
 from transformer_course.multihead import split_heads as split_heads_ref
+from transformer_course.runtime import get_device, seeded_generator
 
 torch.manual_seed(0)
 device = get_device()
@@ -183,7 +177,7 @@ def split_heads(x, n_heads):
     """Separa as cabeças: (B, T, D) -> (B, H, T, D/H)."""
     ### BEGIN SOLUTION
     B, T, D = x.shape
-    if D % n_heads != 0:
+    if n_heads <= 0 or D % n_heads != 0:
         raise ValueError(f"d_model = {D} não é divisível por n_heads = {n_heads}.")
     return x.view(B, T, n_heads, D // n_heads).transpose(1, 2)  # (B, T, H, Dk) -> (B, H, T, Dk)
     ### END SOLUTION
@@ -195,7 +189,9 @@ check_split_heads(split_heads)
 # %% nbgrader={"grade": true, "grade_id": "test_split_heads_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (float64, uma cabeça, entrada não contígua, gradientes...).
 ### BEGIN HIDDEN TESTS
-check_split_heads_hidden(split_heads)
+from transformer_course.tamper import hidden_check
+
+hidden_check("03_multi_head", "test_split_heads_hidden", globals())(split_heads)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -220,7 +216,9 @@ check_merge_heads(merge_heads)
 # %% nbgrader={"grade": true, "grade_id": "test_merge_heads_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (float64, uma cabeça, d_k = 1, gradientes...).
 ### BEGIN HIDDEN TESTS
-check_merge_heads_hidden(merge_heads)
+from transformer_course.tamper import hidden_check
+
+hidden_check("03_multi_head", "test_merge_heads_hidden", globals())(merge_heads)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -278,7 +276,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model, n_heads, dropout=0.0, bias=True):
         super().__init__()
         ### BEGIN SOLUTION
-        if d_model % n_heads != 0:
+        if n_heads <= 0 or d_model % n_heads != 0:
             raise ValueError(f"d_model = {d_model} não é divisível por n_heads = {n_heads}.")
         self.n_heads = n_heads
         self.W_Q = nn.Linear(d_model, d_model, bias=bias)
@@ -293,8 +291,10 @@ class MultiHeadAttention(nn.Module):
         Q = split_heads(self.W_Q(query), self.n_heads)  # (B, Tq, D) -> (B, H, Tq, Dk)
         K = split_heads(self.W_K(key), self.n_heads)  # (B, Tk, D) -> (B, H, Tk, Dk)
         V = split_heads(self.W_V(value), self.n_heads)  # (B, Tk, D) -> (B, H, Tk, Dk)
+        if mask is not None and mask.dim() not in (2, 3, 4):
+            raise ValueError(f"a máscara deve ter 2, 3 ou 4 eixos; recebida com forma {tuple(mask.shape)}.")
         if mask is not None and mask.dim() == 3:
-            mask = mask.unsqueeze(1)  # (B, Tq, Tk) -> (B, 1, Tq, Tk)
+            mask = mask.unsqueeze(1)  # (B, Tq, Tk) -> (B, 1, Tq, Tk): a mesma para todas as cabeças
         _, weights = scaled_dot_product_attention(Q, K, V, mask)  # (B, H, Tq, Tk)
         output = self.dropout(weights) @ V  # (B, H, Tq, Tk) @ (B, H, Tk, Dk) -> (B, H, Tq, Dk)
         return self.W_O(merge_heads(output)), weights  # (B, H, Tq, Dk) -> (B, Tq, D)
@@ -304,8 +304,13 @@ class MultiHeadAttention(nn.Module):
 # %% [markdown]
 # Os testes copiam os pesos de um `nn.MultiheadAttention(batch_first=True)` para o seu módulo e
 # comparam saídas e pesos por cabeça em autoatenção, atenção cruzada ($T_q \ne T_k$) e máscaras 2-D, 3-D
-# e 4-D, sempre sem *dropout* ativo. Quando a diferença coincide com um erro conhecido (separação sem `transpose`, escala por
-# $\sqrt{d_{model}}$, a mesma projeção para K e V...), a mensagem diz qual.
+# e 4-D, sem *dropout* ativo. Ganchos (*forward hooks*) nas quatro projeções comparam também as etapas
+# do meio, na ordem do cálculo — `W_Q(query)`, `W_K(key)`, `W_V(value)`, `weights`, a entrada de `W_O`
+# (as cabeças juntadas) e `output` —, e a mensagem diz em qual delas aparece a primeira diferença; se
+# ela coincide com um erro conhecido (separação sem `transpose`, escala por $\sqrt{d_{model}}$, a mesma
+# projeção para K e V...), diz qual. Os testes ocultos repetem a comparação em modo de treino, com
+# `dropout=0.5` e o mesmo estado do gerador aleatório nos dois módulos: um *dropout* fora do lugar
+# aparece ali.
 
 # %% nbgrader={"grade": true, "grade_id": "test_multi_head_attention", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 check_multi_head_attention(MultiHeadAttention)
@@ -314,7 +319,9 @@ check_multi_head_attention(MultiHeadAttention)
 # Testes ocultos: rodam na correção (float64, sem viés, uma cabeça, d_k = 1, máscara por cabeça,
 # dropout em modo de treino, gradientes iguais aos do PyTorch, atalhos proibidos...).
 ### BEGIN HIDDEN TESTS
-check_multi_head_attention_hidden(MultiHeadAttention)
+from transformer_course.tamper import hidden_check
+
+hidden_check("03_multi_head", "test_multi_head_attention_hidden", globals())(MultiHeadAttention)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -340,22 +347,28 @@ saida_nossa, pesos_nossos = nosso(consultas, memoria, memoria)
 # Por padrão o PyTorch devolve a **média** dos mapas das cabeças (`average_attn_weights=True`), forma
 # $(B, T_q, T_k)$; pedimos um mapa por cabeça para comparar.
 #
-# **"Igual" vale sem *dropout* ativo.** Aqui os dois módulos têm `dropout=0`. Com `dropout > 0` em
-# modo de treino, os sorteios são diferentes nos dois, e há mais uma diferença: o
-# `nn.MultiheadAttention` devolve os pesos **depois** do *dropout* (com zeros e valores
-# reescalados por $1/(1-p)$), e o nosso módulo devolve os de **antes**, que somam 1 em cada linha.
-# Em modo de avaliação (`.eval()`) o *dropout* não age, e os dois voltam a coincidir:
+# **E com *dropout*?** Aqui os dois módulos têm `dropout=0`. Com `dropout > 0` em modo de treino, cada
+# chamada sorteia uma máscara nova do gerador global; as saídas só coincidem se os dois partirem do
+# mesmo estado do gerador (`torch.manual_seed` antes de cada chamada), porque os dois sorteiam a
+# máscara sobre os pesos $(B, H, T_q, T_k)$ na mesma ordem — é assim que a correção compara. E há uma
+# diferença que nenhuma semente apaga: o `nn.MultiheadAttention` devolve os pesos **depois** do
+# *dropout* (com zeros e valores reescalados por $1/(1-p)$), e o nosso módulo devolve os de **antes**,
+# que somam 1 em cada linha. Em modo de avaliação (`.eval()`) o *dropout* não age, e os pesos também
+# coincidem:
 
 # %%
 torch_drop = nn.MultiheadAttention(d_model, n_heads, dropout=0.5, batch_first=True)  # modo de treino
 nosso_drop = load_from_torch(MultiHeadAttentionRef(d_model, n_heads, dropout=0.5), torch_drop)
 with torch.no_grad():
-    _, pesos_t_treino = torch_drop(consultas, memoria, memoria, average_attn_weights=False)
-    _, pesos_n_treino = nosso_drop(consultas, memoria, memoria)
+    torch.manual_seed(7)
+    saida_t_treino, pesos_t_treino = torch_drop(consultas, memoria, memoria, average_attn_weights=False)
+    torch.manual_seed(7)  # o mesmo estado do gerador: a mesma máscara de dropout
+    saida_n_treino, pesos_n_treino = nosso_drop(consultas, memoria, memoria)
     torch_drop.eval(), nosso_drop.eval()
     saida_t_eval, pesos_t_eval = torch_drop(consultas, memoria, memoria, average_attn_weights=False)
     saida_n_eval, pesos_n_eval = nosso_drop(consultas, memoria, memoria)
 {
+    "treino, mesma semente, max |Δ| na saída": (saida_n_treino - saida_t_treino).abs().max().item(),
     "treino, soma das linhas dos pesos (PyTorch)": [round(v, 2) for v in pesos_t_treino[0, 0].sum(-1).tolist()],
     "treino, soma das linhas dos pesos (nosso)": [round(v, 2) for v in pesos_n_treino[0, 0].sum(-1).tolist()],
     "eval, max |Δ| na saída": (saida_n_eval - saida_t_eval).abs().max().item(),
@@ -363,9 +376,9 @@ with torch.no_grad():
 }
 
 # %% [markdown]
-# No PyTorch, as linhas dos pesos em modo de treino não somam 1 (alguns pesos viraram zero, os
-# outros foram multiplicados por 2); as nossas somam. Em modo de avaliação, a diferença volta ao
-# arredondamento do float32.
+# Com a mesma semente, as saídas de treino coincidem até o arredondamento do float32. Os pesos não: no
+# PyTorch, as linhas em modo de treino não somam 1 (alguns pesos viraram zero, os outros foram
+# multiplicados por 2); as nossas somam. Em modo de avaliação, também os pesos coincidem.
 #
 # **As convenções de máscara.** Aqui mora a confusão mais comum. O curso usa booleanas com
 # True = pode atender, como `F.scaled_dot_product_attention`. O `nn.MultiheadAttention` aceita três
@@ -607,8 +620,8 @@ heads_widget(SENTENCE, resultados, cfg)
 # - Separar: `view(B, T, H, Dk).transpose(1, 2)`; juntar: `transpose(1, 2).reshape(B, T, D)`. Um `view`
 #   sem `transpose` não dá erro e embaralha *tokens* e cabeças.
 # - Parâmetros: $4D^2 + 4D$, para qualquer $H$. Cabeças finas demais ($d_k = 1$) perdem expressividade.
-# - Com os pesos copiados e sem *dropout* ativo (modo de avaliação ou `dropout=0`), o nosso módulo é
-#   igual ao `nn.MultiheadAttention`, desde que as máscaras sejam traduzidas: no curso True = pode
+# - Com os pesos copiados, o nosso módulo é igual ao `nn.MultiheadAttention` (em modo de treino, com
+#   o mesmo estado do gerador), desde que as máscaras sejam traduzidas: no curso True = pode
 #   atender; no `attn_mask` booleano True = bloqueado; no `key_padding_mask` True = *padding*. (Em modo
 #   de treino, o PyTorch devolve os pesos depois do *dropout*; o nosso módulo, os de antes.)
 #

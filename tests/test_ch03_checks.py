@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -403,3 +404,135 @@ def test_checks_leave_global_rng_alone():
     torch.manual_seed(123)
     ch03.check_multi_head_attention(Base)
     assert torch.equal(torch.rand(3), expected)
+
+
+# ---------------------------------------------------------------- onde aparece a primeira diferença
+
+
+class SoftmaxOverQueries(Base):
+    """Erro não catalogado: softmax no eixo das consultas."""
+
+    def forward(self, query, key, value, mask=None):
+        q, k, v = (self.split(t) for t in self.project(query, key, value))
+        weights = (q @ k.transpose(-2, -1) * self.scale()).softmax(-2)
+        return self.finish(self.merge(self.drop(weights) @ v), weights)
+
+
+class KeyFromValue(Base):
+    def project(self, query, key, value):
+        return self.W_Q(query), self.W_K(value), self.W_V(value)
+
+
+class OutputProjectionTwice(Base):
+    def finish(self, out, weights):
+        return self.W_O(self.W_O(out)), weights
+
+
+class HeadsRolled(Base):
+    """Erro não catalogado: as cabeças juntadas em outra ordem."""
+
+    def merge(self, x):
+        return super().merge(x.roll(1, dims=1))
+
+
+@pytest.mark.parametrize(
+    ("cls", "where"),
+    [
+        (SoftmaxOverQueries, "`weights`"),
+        (KeyFromValue, "`W_K(key)`"),
+        (HeadsRolled, "`merge_heads(...)`, a entrada de W_O"),
+        (OutputProjectionTwice, "`output`"),
+    ],
+)
+def test_mha_says_where_the_first_difference_appears(cls, where):
+    with pytest.raises(AssertionError, match=re.escape(f"A primeira diferença aparece em {where}.")):
+        ch03.check_multi_head_attention(cls)
+
+
+class MovedDropout(Base):
+    """O dropout sai dos pesos e vai para outro lugar (definido nas subclasses)."""
+
+    def forward(self, query, key, value, mask=None):
+        q, k, v = (self.split(t) for t in self.project(query, key, value))
+        scores = q @ k.transpose(-2, -1) * self.scale()
+        mask = self.prepare_mask(mask)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(-1)
+        return self.finish(self.merge(weights @ v), weights)
+
+
+class DropoutOnQuery(MovedDropout):
+    def project(self, query, key, value):
+        return self.W_Q(self.drop(query)), self.W_K(key), self.W_V(value)
+
+
+class DropoutOnScores(MovedDropout):
+    def scale(self):
+        return self.drop(torch.ones(())) / math.sqrt(self.d_k)
+
+
+class DropoutOnMergedHeads(MovedDropout):
+    def merge(self, x):
+        return self.drop(super().merge(x))
+
+
+class DropoutAfterOutputProjection(MovedDropout):
+    def finish(self, out, weights):
+        return self.drop(self.W_O(out)), weights
+
+
+class DropoutFixedRate(Base):
+    def forward(self, query, key, value, mask=None):
+        self.drop.p = 0.1  # ignora o `dropout` pedido
+        return super().forward(query, key, value, mask)
+
+
+class DropoutOnValues(FusedEinsumWhere):
+    def forward(self, query, key, value, mask=None):
+        return super().forward(query, key, F.dropout(value, self.p, self.training), mask)
+
+
+@pytest.mark.parametrize(
+    ("cls", "words"),
+    [
+        (DropoutOnQuery, r"aparece em `W_Q\(query\)`"),
+        (DropoutOnScores, "aparece em `weights`"),
+        (DropoutOnMergedHeads, r"aparece em `merge_heads\(\.\.\.\)`, a entrada de W_O"),
+        (DropoutAfterOutputProjection, "cabeças juntadas SEM dropout"),
+        (DropoutFixedRate, r"aparece em `merge_heads\(\.\.\.\)`"),
+        (DropoutOnValues, "aparece em `W_V\\(value\\)`|aparece em `merge_heads"),
+    ],
+)
+def test_mha_hidden_finds_dropout_in_the_wrong_place(cls, words):
+    ch03.check_multi_head_attention(cls)  # sem dropout ativo, os testes visíveis passam
+    with pytest.raises(AssertionError, match=words):
+        ch03.check_multi_head_attention_hidden(cls)
+
+
+class PerHeadDropoutOrder(Base):
+    """Correta: o dropout nos pesos, sorteado cabeça por cabeça (outra ordem que a do PyTorch)."""
+
+    def forward(self, query, key, value, mask=None):
+        q, k, v = (self.split(t) for t in self.project(query, key, value))
+        mask = self.prepare_mask(mask)
+        scores = q @ k.transpose(-2, -1) * self.scale()
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(-1)
+        dropped = torch.stack([self.drop(weights[:, h]) for h in reversed(range(self.h))][::-1], dim=1)
+        return self.finish(self.merge(dropped @ v), weights)
+
+
+def test_mha_hidden_accepts_dropout_drawn_in_another_order(capsys):
+    ch03.check_multi_head_attention_hidden(PerHeadDropoutOrder)
+    assert "verificações passaram" in capsys.readouterr().out
+
+
+def test_mha_names_value_projected_from_key():
+    class ValueFromKey(Base):
+        def project(self, query, key, value):
+            return self.W_Q(query), self.W_K(key), self.W_V(key)
+
+    with pytest.raises(AssertionError, match=r"aparece em `W_V\(value\)`.*\n(.*\n)*.*`W_V` aplicada a `key`"):
+        ch03.check_multi_head_attention(ValueFromKey)

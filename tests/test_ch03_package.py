@@ -8,9 +8,9 @@ import torch
 from matplotlib.figure import Figure
 from torch import nn
 
-from transformer_course import interop
+from transformer_course import interop, plots
 from transformer_course import multihead as mh
-from transformer_course import plots
+from transformer_course.experiments import ch03 as exp
 from transformer_course.widgets import HeadsExplorer
 from transformer_course.widgets.ch03 import BENCH
 
@@ -23,13 +23,7 @@ def _pair(d_model, n_heads, bias=True, dtype=torch.float32, seed=0):
 
 
 def _torch_mask(mask, B, H, Tq, Tk):
-    if mask is None:
-        return None
-    if mask.dim() == 2:
-        return ~mask
-    if mask.dim() == 3:
-        mask = mask.unsqueeze(1)
-    return ~mask.expand(B, H, Tq, Tk).reshape(B * H, Tq, Tk)
+    return None if mask is None else interop.to_mha_attn_mask(mask, H, Tq)
 
 
 MASKS = {
@@ -108,23 +102,23 @@ def test_split_merge_roundtrip_and_errors():
 
 
 def test_divisors_and_vocabulary():
-    assert mh.divisors(16) == [1, 2, 4, 8, 16]
-    assert len(mh.VOCAB) == mh.NeighborConfig().vocab_size
-    assert mh.encode_words(mh.SENTENCE.split()).tolist()[:3] == [0, 1, 2]
+    assert exp.divisors(16) == [1, 2, 4, 8, 16]
+    assert len(exp.VOCAB) == exp.NeighborConfig().vocab_size
+    assert exp.encode_words(exp.SENTENCE.split()).tolist()[:3] == [0, 1, 2]
     with pytest.raises(ValueError, match="vocabulário"):
-        mh.encode_words(["tigre"])
+        exp.encode_words(["tigre"])
 
 
 def test_neighbor_batch_targets_are_the_neighbours():
-    cfg = mh.NeighborConfig()
-    tokens, targets = mh.neighbor_batch(cfg, torch.Generator().manual_seed(0), batch_size=4)
+    cfg = exp.NeighborConfig()
+    tokens, targets = exp.neighbor_batch(cfg, torch.Generator().manual_seed(0), batch_size=4)
     assert torch.equal(targets[:, 1:, 0], tokens[:, :-1]) and torch.equal(targets[:, :-1, 1], tokens[:, 1:])
-    assert (targets[:, 0, 0] == mh.IGNORE).all() and (targets[:, -1, 1] == mh.IGNORE).all()
+    assert (targets[:, 0, 0] == exp.IGNORE).all() and (targets[:, -1, 1] == exp.IGNORE).all()
 
 
 @pytest.fixture(scope="module")
 def neighbor_results():
-    return mh.train_neighbor_models([1, 2, 4, 8, 16])
+    return exp.train_neighbor_models([1, 2, 4, 8, 16])
 
 
 def test_one_head_cannot_look_both_ways(neighbor_results):
@@ -133,7 +127,7 @@ def test_one_head_cannot_look_both_ways(neighbor_results):
     assert acc[2] > 0.97 and acc[4] > 0.95 and acc[8] > 0.95
     assert acc[1] < 0.8 and acc[16] < 0.8
     assert len({r["n_attention_params"] for r in neighbor_results.values()}) == 1
-    ids = mh.encode_words(mh.SENTENCE.split()).view(1, -1)
+    ids = exp.encode_words(exp.SENTENCE.split()).view(1, -1)
     with torch.no_grad():
         _, w = neighbor_results[2]["model"](ids)
     T = ids.size(1)
@@ -144,7 +138,7 @@ def test_one_head_cannot_look_both_ways(neighbor_results):
 
 def test_train_restores_threads():
     before = torch.get_num_threads()
-    mh.train_neighbor_models([1], mh.NeighborConfig(steps=1))
+    exp.train_neighbor_models([1], exp.NeighborConfig(steps=1))
     assert torch.get_num_threads() == before
 
 
@@ -175,4 +169,4 @@ def test_explorer_changes_with_the_slider(neighbor_results):
 
 def test_bench_declares_every_divisor():
     factory, cases = BENCH[0]
-    assert factory is HeadsExplorer and [c["n_heads"] for c in cases] == mh.divisors(16)
+    assert factory is HeadsExplorer and [c["n_heads"] for c in cases] == exp.divisors(16)

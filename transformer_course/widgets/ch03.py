@@ -9,7 +9,7 @@ import torch
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from ..multihead import SENTENCE, NeighborConfig, divisors, encode_words, train_neighbor_models
+from ..experiments.ch03 import SENTENCE, NeighborConfig, divisors, encode_words, train_neighbor_models
 from ..plots import SEQUENTIAL
 from ._view import PngRenderer, interactive_png
 
