@@ -14,7 +14,6 @@ escreve em stderr, mesmo que todas as verificações passem.
 from __future__ import annotations
 
 import contextlib
-import functools
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -127,6 +126,13 @@ def _in(what: str) -> str:
         if what.startswith(article):
             return contracted + what[len(article) :]
     return f"em {what}"
+
+
+def _number(x: float) -> str:
+    """Um número para a mensagem: inteiros exatos com milhar ("1.048.576"), o resto com 6 dígitos."""
+    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
+        return f"{int(x):,}".replace(",", ".")
+    return f"{x:.6g}"
 
 
 def _fail(name: str, tried: str, body: str, hint: str | None = None) -> CheckFailure:
@@ -604,11 +610,13 @@ class Check:
         rel: float = 1e-6,
         abs_tol: float = 1e-12,
         mistakes: Iterable[Mistake] = (),
+        hint: str | None = None,
     ) -> None:
         """Exige um número do Python (``float``/``int``; ``int`` se ``integer``) próximo de ``expected``.
 
         Um tensor de um elemento, um número do NumPy ou um ``bool`` não valem: o enunciado pede
-        um número do Python (use ``.item()``).
+        um número do Python (use ``.item()``). ``hint`` é o diagnóstico quando nenhum erro
+        conhecido (``mistakes``) coincide.
         """
         __tracebackhide__ = True
         import math
@@ -617,17 +625,18 @@ class Check:
         kinds = (int,) if integer else (int, float)
         if isinstance(value, bool) or not isinstance(value, kinds):
             wanted = "um inteiro do Python (`int`)" if integer else "um número do Python (`float`)"
-            hint = "converta com `.item()`." if isinstance(value, torch.Tensor) else None
-            self.fail(f"Esperava {wanted} {_in(what)}; veio {describe(value)}.", hint)
+            why = "converta com `.item()`." if isinstance(value, torch.Tensor) else None
+            self.fail(f"Esperava {wanted} {_in(what)}; veio {describe(value)}.", why)
         if not math.isclose(value, expected, rel_tol=rel, abs_tol=abs_tol):
-            hint = None
             for mistake in mistakes:
                 if isinstance(mistake.value, (int, float)) and math.isclose(
                     value, mistake.value, rel_tol=max(rel, 1e-6), abs_tol=abs_tol
                 ):
                     hint = f"{what} coincide com {mistake.name}."
                     break
-            self.fail(f"Valor errado {_in(what)}: esperado {expected:.6g}, obtido {value:.6g}.", hint)
+            self.fail(
+                f"Valor errado {_in(what)}: esperado {_number(expected)}, obtido {_number(value)}.", hint
+            )
 
     def raises(self, exc_type: type[BaseException], fn: Callable, *args: Any, **kwargs: Any) -> None:
         """Exige que ``fn(*args)`` levante ``exc_type`` com uma mensagem."""
