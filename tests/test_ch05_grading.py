@@ -20,7 +20,7 @@ WRONG = [
     (
         "menos_1e9",
         "masked_softmax",
-        'scores = scores.masked_fill(~mask, float("-inf")).masked_fill(vazia, 0.0)\n'
+        'scores = scores.masked_fill(~mask, float("-inf")).masked_fill(empty_row, 0.0)\n'
         "    return scores.softmax(dim=-1).masked_fill(~mask, 0.0)",
         "return scores.masked_fill(~mask, -1e9).softmax(dim=-1)",
         "uniformes",
