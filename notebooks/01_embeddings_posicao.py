@@ -52,20 +52,14 @@ from transformer_course import positional as ref
 from transformer_course.attention import scaled_dot_product_attention as attention_ref
 from transformer_course.checks import (
     check_alibi_bias,
-    check_alibi_bias_hidden,
     check_alibi_slopes,
-    check_alibi_slopes_hidden,
     check_apply_rope,
-    check_apply_rope_hidden,
     check_learned_positional_embedding,
-    check_learned_positional_embedding_hidden,
     check_sinusoidal_encoding,
-    check_sinusoidal_encoding_hidden,
     check_sinusoidal_positional_encoding,
-    check_sinusoidal_positional_encoding_hidden,
     check_token_embedding,
-    check_token_embedding_hidden,
 )
+from transformer_course.experiments.ch01 import cosine_similarity_matrix
 from transformer_course.runtime import get_device, seeded_generator
 
 torch.manual_seed(0)
@@ -275,7 +269,9 @@ check_token_embedding(TokenEmbedding)
 # Testes ocultos: rodam na correção (outro padding_idx, gradiente da linha de padding, d_model ímpar,
 # a inicialização de outra tabela).
 ### BEGIN HIDDEN TESTS
-check_token_embedding_hidden(TokenEmbedding)
+from transformer_course.tamper import hidden_check
+
+hidden_check("01_embeddings_posicao", "test_token_embedding_hidden", globals())(TokenEmbedding)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -320,13 +316,17 @@ def sinusoidal_encoding(max_len, d_model):
     """Tabela senoidal (max_len, d_model): seno nas colunas pares, cosseno nas ímpares."""
     ### BEGIN SOLUTION
     if max_len <= 0 or d_model <= 0 or d_model % 2 != 0:
-        raise ValueError(f"max_len e d_model devem ser positivos e d_model par; recebi {max_len}, {d_model}.")
-    posicoes = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (T, 1)
+        raise ValueError(
+            "max_len e d_model devem ser positivos, e d_model par (pares seno/cosseno); "
+            f"recebi max_len={max_len}, d_model={d_model}."
+        )
+    # Em float64 e convertido no fim: o erro de arredondamento do ângulo não cresce com p.
+    positions = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (T, 1)
     omega = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (D/2,)
     pe = torch.zeros(max_len, d_model, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(posicoes * omega)  # (T, 1) * (D/2,) -> (T, D/2)
-    pe[:, 1::2] = torch.cos(posicoes * omega)
-    return pe.float()
+    pe[:, 0::2] = torch.sin(positions * omega)  # (T, 1) * (D/2,) -> (T, D/2)
+    pe[:, 1::2] = torch.cos(positions * omega)
+    return pe.float()  # (T, D), float32
     ### END SOLUTION
 
 
@@ -336,7 +336,9 @@ check_sinusoidal_encoding(sinusoidal_encoding)
 # %% nbgrader={"grade": true, "grade_id": "test_sinusoidal_encoding_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (tabela 1×2, tabela longa, valores inválidos).
 ### BEGIN HIDDEN TESTS
-check_sinusoidal_encoding_hidden(sinusoidal_encoding)
+from transformer_course.tamper import hidden_check
+
+hidden_check("01_embeddings_posicao", "test_sinusoidal_encoding_hidden", globals())(sinusoidal_encoding)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -387,8 +389,8 @@ T = 48
 senoidal = ref.sinusoidal_encoding(T, 64)
 sorteada = torch.randn(T, 64, generator=seeded_generator(2))  # como um nn.Embedding recém-criado
 plots.similarity_figure(
-    {"senoidal": ref.cosine_similarity_matrix(senoidal),
-     "aprendida, antes do treino": ref.cosine_similarity_matrix(sorteada)},
+    {"senoidal": cosine_similarity_matrix(senoidal),
+     "aprendida, antes do treino": cosine_similarity_matrix(sorteada)},
     title="Similaridade entre as codificações de duas posições",
 )
 
@@ -411,6 +413,9 @@ plots.similarity_figure(
 #   `.double()` e o `state_dict`;
 # - `forward(x)` recebe $(B, T, D)$ e devolve `dropout(x + PE[:T])`, com o *dropout* aplicado **uma vez**,
 #   depois da soma (num modelo completo, não aplique outro dropout em seguida: seria dropout duas vezes);
+# - crie o dropout com `nn.Dropout(dropout)`: em modo de treino, os testes comparam a sua saída com a
+#   do dropout do PyTorch sorteado no mesmo estado do gerador aleatório (a mesma máscara); em
+#   `eval()`, o dropout fica desligado;
 # - `d_model` ímpar: `ValueError` já no construtor (se você usar a sua `sinusoidal_encoding`, ela
 #   faz isso por você);
 # - se $T$ for maior que `max_len`, levante `ValueError` com uma mensagem clara ($T$ = `max_len` vale);
@@ -432,10 +437,10 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x):
         ### BEGIN SOLUTION
-        T = x.size(1)
-        if T > self.pe.size(0):
-            raise ValueError(f"sequência de comprimento {T} maior que max_len = {self.pe.size(0)}.")
-        return self.dropout(x + self.pe[:T])  # (B, T, D) + (T, D) -> (B, T, D)
+        seq_len, max_len = x.size(-2), self.pe.size(0)
+        if seq_len > max_len:
+            raise ValueError(f"sequência de comprimento {seq_len} maior que max_len = {max_len}.")
+        return self.dropout(x + self.pe[:seq_len])  # (B, T, D) + (T, D) -> (B, T, D)
         ### END SOLUTION
 
 
@@ -445,7 +450,9 @@ check_sinusoidal_positional_encoding(SinusoidalPositionalEncoding)
 # %% nbgrader={"grade": true, "grade_id": "test_sinusoidal_module_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (dropout em treino e em eval, T = max_len, .to(float64), gradiente).
 ### BEGIN HIDDEN TESTS
-check_sinusoidal_positional_encoding_hidden(SinusoidalPositionalEncoding)
+from transformer_course.tamper import hidden_check
+
+hidden_check("01_embeddings_posicao", "test_sinusoidal_module_hidden", globals())(SinusoidalPositionalEncoding)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -502,11 +509,14 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def forward(self, x):
         ### BEGIN SOLUTION
-        T, max_len = x.size(1), self.position_embedding.num_embeddings
-        if T > max_len:
-            raise ValueError(f"sequência de comprimento {T} maior que max_len = {max_len}.")
-        posicoes = torch.arange(T, device=x.device)
-        return x + self.position_embedding(posicoes)  # (B, T, D) + (T, D) -> (B, T, D)
+        seq_len, max_len = x.size(-2), self.position_embedding.num_embeddings
+        if seq_len > max_len:
+            raise ValueError(
+                f"sequência de comprimento {seq_len} maior que max_len = {max_len}: "
+                "não existe embedding aprendido para essas posições."
+            )
+        positions = torch.arange(seq_len, device=x.device)
+        return x + self.position_embedding(positions)  # (B, T, D) + (T, D) -> (B, T, D)
         ### END SOLUTION
 
 
@@ -516,7 +526,9 @@ check_learned_positional_embedding(LearnedPositionalEmbedding)
 # %% nbgrader={"grade": true, "grade_id": "test_learned_module_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (T = max_len, gradientes só nas linhas usadas, nº de parâmetros).
 ### BEGIN HIDDEN TESTS
-check_learned_positional_embedding_hidden(LearnedPositionalEmbedding)
+from transformer_course.tamper import hidden_check
+
+hidden_check("01_embeddings_posicao", "test_learned_module_hidden", globals())(LearnedPositionalEmbedding)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -585,19 +597,22 @@ sum(p.numel() for p in posicoes_aprendidas.parameters())  # max_len × d_model p
 def apply_rope(x, positions=None, base=10000.0):
     """Gira cada par (x[2i], x[2i+1]) pelo ângulo p·θ_i: (..., T, D) -> (..., T, D)."""
     ### BEGIN SOLUTION
-    T, D = x.shape[-2], x.shape[-1]
-    if D % 2 != 0:
-        raise ValueError(f"a última dimensão de x deve ser par; recebi {D}.")
+    seq_len, d = x.size(-2), x.size(-1)
+    if d % 2 != 0:
+        raise ValueError(f"a última dimensão de x deve ser par para formar pares; recebi {d}.")
     if positions is None:
-        positions = torch.arange(T, device=x.device)
-    if positions.shape != (T,):
-        raise ValueError(f"positions deve ter forma ({T},); recebi {tuple(positions.shape)}.")
-    theta = base ** (-torch.arange(0, D, 2, dtype=x.dtype, device=x.device) / D)  # (D/2,)
-    angulos = positions.to(x.dtype).unsqueeze(-1) * theta  # (T, 1) * (D/2,) -> (T, D/2)
-    cos, sin = angulos.cos(), angulos.sin()
-    pares, impares = x[..., 0::2], x[..., 1::2]  # (..., T, D/2) cada
-    girado = torch.stack((pares * cos - impares * sin, pares * sin + impares * cos), dim=-1)
-    return girado.flatten(-2)  # (..., T, D/2, 2) -> (..., T, D)
+        positions = torch.arange(seq_len, device=x.device)
+    if positions.shape != (seq_len,):
+        raise ValueError(
+            f"positions deve ter forma ({seq_len},), uma posição por linha de x; "
+            f"recebi {tuple(positions.shape)}."
+        )
+    theta = base ** (-torch.arange(0, d, 2, dtype=x.dtype, device=x.device) / d)  # (D/2,)
+    angles = positions.to(device=x.device, dtype=x.dtype).unsqueeze(-1) * theta  # (T, 1) * (D/2,) -> (T, D/2)
+    cos, sin = angles.cos(), angles.sin()
+    x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., T, D) -> (..., T, D/2) cada
+    rotated = torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)
+    return rotated.flatten(-2)  # (..., T, D/2, 2) -> (..., T, D)
     ### END SOLUTION
 
 
@@ -612,7 +627,9 @@ check_apply_rope(apply_rope)
 # %% nbgrader={"grade": true, "grade_id": "test_apply_rope_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (outra base, posições grandes, 2-D, gradiente, propriedade relativa).
 ### BEGIN HIDDEN TESTS
-check_apply_rope_hidden(apply_rope)
+from transformer_course.tamper import hidden_check
+
+hidden_check("01_embeddings_posicao", "test_apply_rope_hidden", globals())(apply_rope)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -769,7 +786,9 @@ check_alibi_slopes(alibi_slopes)
 # %% nbgrader={"grade": true, "grade_id": "test_alibi_slopes_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (H = 1, 12, 16; H inválido).
 ### BEGIN HIDDEN TESTS
-check_alibi_slopes_hidden(alibi_slopes)
+from transformer_course.tamper import hidden_check
+
+hidden_check("01_embeddings_posicao", "test_alibi_slopes_hidden", globals())(alibi_slopes)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -785,9 +804,9 @@ def alibi_bias(n_heads, seq_len):
     ### BEGIN SOLUTION
     if seq_len <= 0:
         raise ValueError(f"seq_len deve ser positivo; recebi {seq_len}.")
-    pos = torch.arange(seq_len, dtype=torch.float32)
-    distancia = (pos[:, None] - pos[None, :]).abs()  # (T, 1) - (1, T) -> (T, T)
-    return -alibi_slopes(n_heads)[:, None, None] * distancia  # (H, 1, 1) * (T, T) -> (H, T, T)
+    positions = torch.arange(seq_len, dtype=torch.float32)
+    distance = (positions[:, None] - positions[None, :]).abs()  # (T, 1) - (1, T) -> (T, T)
+    return -alibi_slopes(n_heads)[:, None, None] * distance  # (H, 1, 1) * (T, T) -> (H, T, T)
     ### END SOLUTION
 
 
@@ -797,7 +816,9 @@ check_alibi_bias(alibi_bias)
 # %% nbgrader={"grade": true, "grade_id": "test_alibi_bias_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Testes ocultos: rodam na correção (H = 1 e T = 1, H que não é potência de 2, T inválido).
 ### BEGIN HIDDEN TESTS
-check_alibi_bias_hidden(alibi_bias)
+from transformer_course.tamper import hidden_check
+
+hidden_check("01_embeddings_posicao", "test_alibi_bias_hidden", globals())(alibi_bias)
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -20,8 +20,8 @@ def _swap_sin_cos(nb):
     wrong = copy.deepcopy(nb)
     for cell in wrong.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "sinusoidal_encoding":
-            source = cell.source.replace("torch.sin(posicoes", "TMP(posicoes")
-            source = source.replace("torch.cos(posicoes", "torch.sin(posicoes").replace("TMP(", "torch.cos(")
+            sin, cos = "torch.sin(positions", "torch.cos(positions"
+            source = cell.source.replace(sin, "TMP(").replace(cos, sin).replace("TMP(", cos)
             assert source != cell.source
             cell.source = source
             return wrong
