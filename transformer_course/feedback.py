@@ -638,11 +638,18 @@ class Check:
                 f"Valor errado {_in(what)}: esperado {_number(expected)}, obtido {_number(value)}.", hint
             )
 
-    def raises(self, exc_type: type[BaseException], fn: Callable, *args: Any, **kwargs: Any) -> None:
-        """Exige que ``fn(*args)`` levante ``exc_type`` com uma mensagem."""
+    def raises(
+        self, exc_type: type[BaseException], fn: Callable, *args: Any, hint: str | None = None, **kwargs: Any
+    ) -> None:
+        """Exige que ``fn(*args)`` levante ``exc_type`` com uma mensagem (``hint``: o erro provável)."""
         __tracebackhide__ = True
         self.count += 1
-        expect_raises(fn, exc_type, self.name, self.tried, *args, **kwargs)
+        try:
+            expect_raises(fn, exc_type, self.name, self.tried, *args, **kwargs)
+        except CheckFailure as failure:
+            if hint is None or str(failure).startswith("Você ainda não implementou"):
+                raise
+            raise CheckFailure(f"{failure}\nDiagnóstico provável: {hint}") from None
 
     @contextlib.contextmanager
     def untouched(self, **inputs: Any):
