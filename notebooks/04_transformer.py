@@ -55,6 +55,7 @@ from transformer_course.layers import FeedForward as FeedForwardRef
 from transformer_course.layers import TransformerClassifier
 from transformer_course.masks import causal_mask, padding_mask
 from transformer_course.multihead import MultiHeadAttention
+from transformer_course.runtime import get_device, seeded_generator
 
 torch.manual_seed(0)
 device = get_device()
