@@ -283,7 +283,6 @@ def _same(actual, expected) -> bool:
 def _compare(c, actual, expected, what, mistakes=list, stages=None):
     """``c.close``; só numa resposta errada calcula os erros conhecidos (cada um custa uma passada da
     camada) e, se nenhum coincide, aponta com ``c.first_difference`` a primeira etapa que difere."""
-    __tracebackhide__ = True
     wrong = not _same(actual, expected)
     known = mistakes() if wrong else []
     if wrong and stages is not None and not any(_same(actual, m.value) for m in known):
@@ -295,7 +294,6 @@ def _compare(c, actual, expected, what, mistakes=list, stages=None):
 
 
 def _build(c, cls, *args, **kwargs):
-    __tracebackhide__ = True
     shown = ", ".join([*map(str, args), *(f"{k}={v}" for k, v in kwargs.items())])
     tried = c.tried
     c.case(f"{tried} — construção `{c.name}({shown})`")
@@ -398,7 +396,6 @@ def _ffn_case(c, cls, D, Fd, lead, seed, dtype=torch.float32, extra="", dropout=
 @FFN_EX.visible_check
 def check_feed_forward(cls) -> None:
     """Testes visíveis de ``FeedForward``: atributos, valores em (B, T, D) e em outras formas."""
-    __tracebackhide__ = True
     with FFN_EX.check() as c:
         _ffn_case(c, cls, 8, 32, (2, 5), seed=0)
         _ffn_case(c, cls, 6, 10, (3,), seed=1, extra=" (2-D: posição a posição, sem eixo de lote)")
@@ -412,7 +409,6 @@ def check_feed_forward(cls) -> None:
 @FFN_EX.hidden_check
 def check_feed_forward_hidden(cls) -> None:
     """Testes ocultos: float64, dropout em eval e em treino, gradientes, implementação própria."""
-    __tracebackhide__ = True
     with FFN_EX.check(hidden=True) as c:
         x = torch.randn(2, 3, 8, generator=seeded_generator(9))
         c.case("origem da resposta")
@@ -487,7 +483,6 @@ def _run_layer(
     """Um caso: constrói a camada do aluno, copia os pesos do PyTorch e compara saída, pesos e (com
     ``grad=True``) gradientes; sem erro conhecido, aponta a primeira subcamada que difere. Com
     ``omit_nf=True``, constrói sem passar ``norm_first`` (o padrão deve ser Pre-LN)."""
-    __tracebackhide__ = True
     D, H, Fd, B, T, S = dims
     x, memory, tgt_mask, memory_mask = _inputs(dec, B, T, S, D, seed, tgt, mem, dtype)
     extra = f", d_model = {D}, n_heads = {H}, d_ff = {Fd}{extra}"
@@ -553,7 +548,6 @@ def _run_layer(
 def _eval_and_builtins(c, cls, dec):
     """Com dropout > 0 em modo eval a camada é determinística e igual ao PyTorch; e não usa os
     módulos prontos (``nn.MultiheadAttention``, ``nn.Transformer*Layer``)."""
-    __tracebackhide__ = True
     x, memory, _, _ = _inputs(dec, 2, 3, 5, 8, 14, None, None, torch.float32)
     args = (x, memory) if dec else (x,)
     c.case(_describe(x, memory, None, None, True, " (dropout = 0.3, modo eval)"))
@@ -582,7 +576,6 @@ def _eval_and_builtins(c, cls, dec):
 def _train_dropout(c, cls, dec, norm_first, seed):
     """Modo de treino, dropout = 0,3: a mesma saída que a referência sob o mesmo estado do gerador
     (um *dropout* a mais, a menos ou fora do lugar muda os sorteios)."""
-    __tracebackhide__ = True
     D, H, Fd, p = 8, 2, 16, 0.3
     x, memory, tgt_mask, memory_mask = _inputs(dec, 2, 4, 5, D, seed, "causal", "padding", torch.float32)
     args = (x, memory, tgt_mask, memory_mask) if dec else (x, tgt_mask)
@@ -621,7 +614,6 @@ def _train_dropout(c, cls, dec, norm_first, seed):
 
 
 def _hidden(ex, cls, dec):
-    __tracebackhide__ = True
     ref = reference.DecoderLayer if dec else reference.EncoderLayer
     with ex.check(hidden=True) as c:
         x, memory, _, _ = _inputs(dec, 2, 3, 4, 8, 9, None, None, torch.float32)
@@ -648,7 +640,6 @@ def _hidden(ex, cls, dec):
 @ENC_EX.visible_check
 def check_encoder_layer(cls) -> None:
     """Testes visíveis de ``EncoderLayer``: Pre-LN e Post-LN contra ``nn.TransformerEncoderLayer``."""
-    __tracebackhide__ = True
     with ENC_EX.check() as c:
         _run_layer(c, cls, False, (16, 4, 32, 2, 5, None), True, 0)
         _run_layer(c, cls, False, (16, 4, 32, 2, 5, None), False, 1)
@@ -660,14 +651,12 @@ def check_encoder_layer(cls) -> None:
 def check_encoder_layer_hidden(cls) -> None:
     """Testes ocultos: implementação própria, float64, máscaras 3-D e 4-D, gradientes, padrão
     norm_first=True, ValueError, dropout desligado em eval e no lugar certo em treino, atalhos proibidos."""
-    __tracebackhide__ = True
     _hidden(ENC_EX, cls, False)
 
 
 @DEC_EX.visible_check
 def check_decoder_layer(cls) -> None:
     """Testes visíveis de ``DecoderLayer`` contra ``nn.TransformerDecoderLayer`` (T ≠ S)."""
-    __tracebackhide__ = True
     with DEC_EX.check() as c:
         _run_layer(c, cls, True, (16, 4, 32, 2, 5, 7), True, 0)
         _run_layer(c, cls, True, (16, 4, 32, 2, 5, 7), False, 1)
@@ -679,7 +668,6 @@ def check_decoder_layer(cls) -> None:
 def check_decoder_layer_hidden(cls) -> None:
     """Testes ocultos: implementação própria, float64, máscara do decodificador (B, 1, T, T),
     gradientes até a memória, padrão norm_first=True, ValueError, dropout em eval e em treino."""
-    __tracebackhide__ = True
     _hidden(DEC_EX, cls, True)
 
 
