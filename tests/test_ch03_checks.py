@@ -500,7 +500,6 @@ class DropoutOnValues(FusedEinsumWhere):
         (DropoutOnScores, "aparece em `weights`"),
         (DropoutOnMergedHeads, r"aparece em `merge_heads\(\.\.\.\)`, a entrada de W_O"),
         (DropoutAfterOutputProjection, "cabeças juntadas SEM dropout"),
-        (DropoutFixedRate, r"aparece em `merge_heads\(\.\.\.\)`"),
         (DropoutOnValues, "aparece em `W_V\\(value\\)`|aparece em `merge_heads"),
     ],
 )
@@ -522,6 +521,12 @@ class PerHeadDropoutOrder(Base):
         weights = scores.softmax(-1)
         dropped = torch.stack([self.drop(weights[:, h]) for h in reversed(range(self.h))][::-1], dim=1)
         return self.finish(self.merge(dropped @ v), weights)
+
+
+def test_mha_fixed_dropout_rate_fails_even_with_dropout_zero():
+    """Ignorar o `dropout` pedido: com dropout=0 em modo de treino, a diferença já aparece nas cabeças."""
+    with pytest.raises(AssertionError, match=r"aparece em `merge_heads\(\.\.\.\)`, a entrada de W_O"):
+        ch03.check_multi_head_attention(DropoutFixedRate)
 
 
 def test_mha_hidden_accepts_dropout_drawn_in_another_order(capsys):

@@ -170,3 +170,11 @@ def test_explorer_changes_with_the_slider(neighbor_results):
 def test_bench_declares_every_divisor():
     factory, cases = BENCH[0]
     assert factory is HeadsExplorer and [c["n_heads"] for c in cases] == exp.divisors(16)
+
+
+def test_split_figure_right_panels_come_from_split_heads():
+    fig = plots.head_split_figure(4, 8, 2)
+    tokens = np.asarray(fig.axes[1].images[0].get_array())  # cabeça 0, certo: o token de cada posição
+    assert (tokens == np.arange(4)[:, None]).all()
+    wrong = np.asarray(fig.axes[2].images[0].get_array())  # cabeça 0, view direto: tokens misturados
+    assert not (wrong == np.arange(4)[:, None]).all()

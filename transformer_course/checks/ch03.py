@@ -389,7 +389,7 @@ def _build(c: Check, cls, D: int, H: int, bias: bool = True, dropout: float = 0.
 def _case(c: Check, cls, query, key, value, mask, H, *, seed, bias=True, dropout=0.0, extra="", hint=None):
     """Um caso sem dropout ativo, com os pesos do PyTorch: aponta a primeira etapa que difere."""
     c.case(_tried(query, key, value, mask, H, extra))
-    module = _build(c, cls, query.size(-1), H, bias, dropout).to(query.dtype).eval()
+    module = _build(c, cls, query.size(-1), H, bias, dropout).to(query.dtype).train(dropout == 0)
     torch_mha = _torch_mha(query.size(-1), H, bias, seed, query.dtype)
     interop.load_from_torch(module, torch_mha)
     expected = _expected(torch_mha, query, key, value, mask)

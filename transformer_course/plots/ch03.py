@@ -10,6 +10,7 @@ import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
+from ..multihead import split_heads
 from .common import PALETTE, SEQUENTIAL, to_numpy
 
 __all__ = ["head_grid", "head_split_figure", "heads_tradeoff_figure"]
@@ -21,10 +22,11 @@ def head_split_figure(seq_len: int = 4, d_model: int = 8, n_heads: int = 2) -> F
     Cada célula mostra de que token (t) e coluna (d) veio o número; a cor é o token.
     """
     d_k = d_model // n_heads
-    token = np.repeat(np.arange(seq_len)[:, None], d_model, axis=1)  # (T, D)
-    column = np.repeat(np.arange(d_model)[None, :], seq_len, axis=0)
-    cells = np.stack([token, column], axis=-1)  # (T, D, 2)
-    right = cells.reshape(seq_len, n_heads, d_k, 2).transpose(1, 0, 2, 3)  # (H, T, Dk, 2)
+    token = torch.arange(seq_len).view(1, seq_len, 1).expand(1, seq_len, d_model)  # (1, T, D)
+    column = torch.arange(d_model).view(1, 1, d_model).expand(1, seq_len, d_model)
+    cells = torch.stack([token, column], dim=-1)[0].numpy()  # (T, D, 2)
+    # certo: a separação do pacote, aplicada ao token e à coluna de cada número
+    right = torch.stack([split_heads(token, n_heads)[0], split_heads(column, n_heads)[0]], dim=-1).numpy()
     wrong = cells.reshape(n_heads, seq_len, d_k, 2)  # view direto: (H, T, Dk, 2)
     cmap = ListedColormap(PALETTE[:seq_len])
 
