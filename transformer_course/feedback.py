@@ -528,7 +528,8 @@ class Check:
             c.close(out, expected, "a saída", mistakes=[...])
 
     Ao entrar, aplica a política de isolamento do curso (:func:`runtime.isolated`: uma thread,
-    gerador global emprestado com semente fixa); ao sair sem falha, imprime a linha de sucesso.
+    gerador global emprestado com semente fixa), desvia o stderr e cala os avisos; ao sair sem
+    falha, imprime a linha de sucesso.
     """
 
     def __init__(self, name: str, *, hidden: bool = False, seed: int = 0):
@@ -537,14 +538,21 @@ class Check:
         self.count = 0
 
     def __enter__(self) -> Check:
+        import io
+
         from .runtime import isolated
 
-        self._isolation = isolated(self.seed)
-        self._isolation.__enter__()
+        # Isolamento, e nada no stderr: o nbgrader zera a célula de teste que escreve lá (uma barra
+        # de progresso ou um aviso vindo do código do aluno bastariam).
+        self._stack = contextlib.ExitStack()
+        self._stack.enter_context(isolated(self.seed))
+        self._stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+        self._stack.enter_context(warnings.catch_warnings())
+        warnings.simplefilter("ignore")
         return self
 
     def __exit__(self, etype, exc, tb) -> bool:
-        self._isolation.__exit__(etype, exc, tb)
+        self._stack.__exit__(etype, exc, tb)
         if etype is None:
             passed(self.name, self.count, "(testes ocultos)" if self.hidden else "")
         return False

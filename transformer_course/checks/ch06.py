@@ -10,8 +10,6 @@ diz em que lote e etapa ele diverge e, se os parâmetros finais coincidem com os
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 import warnings
 from collections.abc import Callable
@@ -41,14 +39,6 @@ SCHED = _exercise("make_warmup_scheduler", 1)
 TRAIN = _exercise("train_epoch", 2)
 EVAL = _exercise("evaluate", 1)
 EXERCISES = (NOAM, SCHED, TRAIN, EVAL)
-
-
-@contextlib.contextmanager
-def _checking(ex: Exercise, hidden: bool = False):
-    """O ``Check``, com stderr e avisos desviados (no stderr, zerariam a célula no nbgrader)."""
-    with ex.check(hidden=hidden) as c, contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield c
 
 
 # ================================================================ noam_lr
@@ -113,7 +103,7 @@ def _expect_noam(c: Check, fn: Callable, steps, d: int, w: int, f: float | None 
 @NOAM.visible_check
 def check_noam_lr(fn: Callable) -> None:
     """Testes visíveis de ``noam_lr``: a configuração do artigo (d_model=512, warmup_steps=4000)."""
-    with _checking(NOAM) as c:
+    with NOAM.check() as c:
         _expect_noam(c, fn, [1, 2, 100, 2000, 3999, 4000, 4001, 8000, 100_000], 512, 4000)
         _expect_noam(c, fn, [1, 5, 9, 10, 11, 50], 64, 10, 2.0)
 
@@ -121,7 +111,7 @@ def check_noam_lr(fn: Callable) -> None:
 @NOAM.hidden_check
 def check_noam_lr_hidden(fn: Callable) -> None:
     """Testes ocultos: outras configurações, passos grandes, ValueError e a origem da função."""
-    with _checking(NOAM, hidden=True) as c:
+    with NOAM.check(hidden=True) as c:
         c.refuse_reference(fn, reference.noam_lr, lambda: fn(5, 64, 10))
         _expect_noam(c, fn, [1, 3, 7, 8, 9, 1000, 10**7], 16, 8, 0.5)
         _expect_noam(c, fn, [1, 2, 3], 128, 1, 1.0)  # warmup_steps = 1: só a queda
@@ -205,7 +195,7 @@ def _expect_schedule(c: Check, fn, lrs, d, w, f, k_max, optimizer_cls=torch.opti
 @SCHED.visible_check
 def check_make_warmup_scheduler(fn: Callable) -> None:
     """Testes visíveis de ``make_warmup_scheduler``: a taxa após k passos é ``noam_lr(k, ...)``."""
-    with _checking(SCHED) as c:
+    with SCHED.check() as c:
         _expect_schedule(c, fn, [0.123], 64, 5, None, 12)
         _expect_schedule(c, fn, [3e-4], 32, 3, 2.0, 8, torch.optim.Adam)
 
@@ -213,7 +203,7 @@ def check_make_warmup_scheduler(fn: Callable) -> None:
 @SCHED.hidden_check
 def check_make_warmup_scheduler_hidden(fn: Callable) -> None:
     """Testes ocultos: dois grupos com taxas diferentes, taxa 1.0 e outras configurações."""
-    with _checking(SCHED, hidden=True) as c:
+    with SCHED.check(hidden=True) as c:
         optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(2))], lr=0.1)
         c.refuse_reference(fn, reference.make_warmup_scheduler, lambda: fn(optimizer, 64, 5))
         _expect_schedule(c, fn, [1e-3, 5e-2], 128, 4, 0.5, 10, torch.optim.Adam)
@@ -534,7 +524,7 @@ def _expect_train(c: Check, fn: Callable, seed: int, max_norm: float, **setup) -
 @TRAIN.visible_check
 def check_train_epoch(fn: Callable) -> None:
     """Testes visíveis de ``train_epoch``: ordem das chamadas, rastro dos passos, métricas."""
-    with _checking(TRAIN) as c:
+    with TRAIN.check() as c:
         _expect_train(c, fn, seed=0, max_norm=0.5)
         _expect_train(c, fn, seed=1, max_norm=0.8, sizes=(5, 5, 5, 5, 2))
 
@@ -542,7 +532,7 @@ def check_train_epoch(fn: Callable) -> None:
 @TRAIN.hidden_check
 def check_train_epoch_hidden(fn: Callable) -> None:
     """Testes ocultos: modelo que devolve tupla, float32, modelo já em modo de treino, outro recorte."""
-    with _checking(TRAIN, hidden=True) as c:
+    with TRAIN.check(hidden=True) as c:
         s = _Setup(2)
         c.refuse_reference(
             fn, reference.train_epoch, lambda: fn(s.model, s.loader, s.optimizer, s.scheduler, s.loss_fn)
@@ -613,7 +603,7 @@ def _expect_eval(c: Check, fn: Callable, seed: int, mode: str, **setup) -> None:
 @EVAL.visible_check
 def check_evaluate(fn: Callable) -> None:
     """Testes visíveis de ``evaluate``: modo de avaliação, sem gradientes, modo restaurado, métricas."""
-    with _checking(EVAL) as c:
+    with EVAL.check() as c:
         _expect_eval(c, fn, seed=10, mode="train")
         _expect_eval(c, fn, seed=11, mode="eval", sizes=(5, 5, 5, 5, 2))
 
@@ -621,7 +611,7 @@ def check_evaluate(fn: Callable) -> None:
 @EVAL.hidden_check
 def check_evaluate_hidden(fn: Callable) -> None:
     """Testes ocultos: modelo que devolve tupla, float32, um lote só."""
-    with _checking(EVAL, hidden=True) as c:
+    with EVAL.check(hidden=True) as c:
         s = _Setup(12)
         c.refuse_reference(fn, reference.evaluate, lambda: fn(s.model, s.loader, s.loss_fn))
         _expect_eval(c, fn, seed=12, mode="train", tuple_output=True)
