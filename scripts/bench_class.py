@@ -10,17 +10,20 @@ mesma turma, cada vez numa cópia nova do curso, com ``scripts/grade_class.py``:
 (c) ``dask scheduler`` + 2 processos ``dask worker`` e ``--scheduler tcp://...``.
 
 Imprime o tempo de relógio, o custo por notebook e a razão para o piso (partir um kernel +
-``import torch``), e a latência entrega → devolutiva liberada de uma entrega com o serviço de
-correção ocioso (``scripts/grading_service.py``). Não é teste: só mede e imprime.
+``import torch``) em cada modo, e a latência entrega → devolutiva liberada no serviço de
+correção (``scripts/grading_service.py``): uma entrega com o serviço ocioso e, no fim de uma
+rajada de ``--rajada`` N alunos que enviam ao mesmo tempo (padrão 30), a latência da última
+devolutiva e a mediana e o p95 por entrega. Não é teste: só mede e imprime.
 
 Uso: python scripts/bench_class.py [--alunos 4] [--capitulos 01_embeddings_posicao 02_atencao]
-     [--modos sequencial local scheduler servico]
+     [--modos sequencial local scheduler servico] [--rajada 30]
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import math
 import os
 import re
 import shutil
@@ -144,13 +147,87 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def service_latency(course: Path, chapter: str) -> float:
-    """Segundos entre ``nbgrader submit`` e a devolutiva liberada, com o serviço ocioso."""
-    import nbformat
+def percentile(values: list[float], q: float) -> float:
+    """Percentil pelo posto mais próximo (p95 de 3 valores = o maior)."""
+    ordered = sorted(values)
+    return ordered[max(math.ceil(q / 100 * len(ordered)) - 1, 0)]
 
+
+class Student:
+    """Um aluno na área de troca: a sua casa (cache do nbgrader) e os comandos do nbgrader."""
+
+    def __init__(self, name: str, exchange: Path, homes: Path):
+        self.name = name
+        self.home = homes / name
+        self.home.mkdir(parents=True)
+        self.flags = [
+            f"--Exchange.root={exchange}",
+            f"--Exchange.cache={self.home / 'cache'}",
+            "--CourseDirectory.course_id=transformers-do-zero",
+            f"--student={name}",
+        ]
+        self.env = {**nbgrader_env(), "HOME": str(self.home)}
+
+    def fetch(self, chapter: str) -> None:
+        import nbformat
+
+        subprocess.run(
+            [str(BIN / "nbgrader"), "fetch_assignment", chapter, *self.flags],
+            cwd=self.home,
+            env=self.env,
+            check=True,
+            capture_output=True,
+        )
+        sol = nbformat.read(ROOT / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)
+        nbformat.write(sol, self.home / chapter / f"{chapter}.ipynb")
+
+    def submit(self, chapter: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [str(BIN / "nbgrader"), "submit", chapter, *self.flags],
+            cwd=self.home,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+
+def submit_and_wait(service: subprocess.Popen, students: list[Student], chapter: str) -> dict[str, float]:
+    """Todos os alunos enviam ao mesmo tempo; segundos de cada envio até a devolutiva liberada."""
+    started = time.perf_counter()
+    submits = [student.submit(chapter) for student in students]
+    pending = {student.name for student in students}
+    latency: dict[str, float] = {}
+    failed = []
+    for line in service.stdout:
+        match = re.match(r"\[[\d:]+\] (\S+) / " + re.escape(chapter) + r": (.*)", line)
+        if not match or match.group(1) not in pending:
+            continue
+        name, what = match.groups()
+        if "devolutiva liberada" in what or "NÃO corrigida" in what or "retida" in what:
+            latency[name] = time.perf_counter() - started
+            pending.discard(name)
+            if "devolutiva liberada" not in what:
+                failed.append(f"{name}: {what.strip()}")
+            if not pending:
+                break
+    for proc in submits:
+        if proc.wait(timeout=300) != 0:
+            raise RuntimeError("nbgrader submit falhou")
+    if pending:
+        raise RuntimeError(f"o serviço saiu antes de liberar a devolutiva de {sorted(pending)}")
+    if failed:
+        print("  entregas não corrigidas na medida: " + "; ".join(failed), flush=True)
+    return latency
+
+
+def service_latency(course: Path, chapter: str, burst: int = 30) -> tuple[float, dict[str, float]]:
+    """Latência entrega → devolutiva liberada: uma entrega com o serviço ocioso e uma rajada.
+
+    Devolve os segundos da entrega isolada e, para a rajada de ``burst`` alunos enviando ao mesmo
+    tempo (0: sem rajada), os segundos de cada um (do envio de todos até a sua devolutiva).
+    """
     exchange = course.parent / "troca"
-    home = course.parent / "casa"
-    home.mkdir()
+    homes = course.parent / "casas"
     service = subprocess.Popen(
         [
             sys.executable,
@@ -166,28 +243,17 @@ def service_latency(course: Path, chapter: str) -> float:
         text=True,
         start_new_session=True,
     )
-    student = [
-        f"--Exchange.root={exchange}",
-        f"--Exchange.cache={home / 'cache'}",
-        "--CourseDirectory.course_id=transformers-do-zero",
-        "--student=medida",
-    ]
-    env = {**nbgrader_env(), "HOME": str(home)}
     try:
         for line in service.stdout:
             if "serviço de correção no ar" in line:
                 break
-        subprocess.run(
-            [str(BIN / "nbgrader"), "fetch_assignment", chapter, *student], cwd=home, env=env, check=True
-        )
-        sol = nbformat.read(ROOT / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)
-        nbformat.write(sol, home / chapter / f"{chapter}.ipynb")
-        started = time.perf_counter()
-        subprocess.run([str(BIN / "nbgrader"), "submit", chapter, *student], cwd=home, env=env, check=True)
-        for line in service.stdout:
-            if "devolutiva liberada" in line or "NÃO corrigida" in line:
-                return time.perf_counter() - started
-        raise RuntimeError("o serviço saiu antes de liberar a devolutiva")
+        idle = Student("ocioso", exchange, homes)
+        idle.fetch(chapter)
+        single = submit_and_wait(service, [idle], chapter)["ocioso"]
+        crowd = [Student(f"rajada{i:03d}", exchange, homes) for i in range(burst)]
+        for student in crowd:
+            student.fetch(chapter)  # antes de medir: só o envio entra na conta
+        return single, submit_and_wait(service, crowd, chapter) if crowd else {}
     finally:
         os.killpg(service.pid, signal.SIGINT)
         try:
@@ -205,6 +271,12 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=["sequencial", "local", "scheduler", "servico"],
         choices=["sequencial", "local", "scheduler", "servico"],
+    )
+    parser.add_argument(
+        "--rajada",
+        type=int,
+        default=30,
+        help="alunos que enviam ao mesmo tempo na medida do serviço (padrão: 30; 0: só a entrega isolada)",
     )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.capitulos) - set(CHAPTERS))
@@ -236,18 +308,34 @@ def main(argv: list[str] | None = None) -> int:
             errors = out.count("ERRO")
             rows.append((mode, wall, wall / n, float(inside.group(1)) if inside else float("nan"), errors))
             print(
-                f"{mode:<11} {wall:7.0f} s de relógio  {wall / n:6.1f} s/notebook  "
-                f"{rows[-1][3]:6.1f} s/notebook dentro do worker ({rows[-1][3] / floor:.1f}× o piso)  "
-                f"erros: {errors}  carga {os.getloadavg()[0]:.1f}",
+                f"{mode:<11} {wall:7.0f} s de relógio  {wall / n:6.1f} s/notebook de relógio "
+                f"({wall / n / floor:.1f}× o piso)  {rows[-1][3]:6.1f} s/notebook dentro do worker "
+                f"({rows[-1][3] / floor:.1f}× o piso)  erros: {errors}  carga {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
         if "servico" in args.modos:
             course = Path(tmp) / "servico" / "curso"
             make_course(course, args.capitulos[-1:], 0)
-            latency = service_latency(course, args.capitulos[-1])
-            print(f"serviço ocioso: entrega → devolutiva liberada em {latency:.0f} s ({args.capitulos[-1]})")
+            chapter = args.capitulos[-1]
+            single, burst = service_latency(course, chapter, args.rajada)
+            print(f"serviço ocioso: entrega → devolutiva liberada em {single:.0f} s ({chapter}, 1 entrega)")
+            if burst:
+                values = list(burst.values())
+                print(
+                    f"serviço, rajada de {len(values)} entregas ao mesmo tempo ({chapter}): "
+                    f"última devolutiva liberada {max(values):.0f} s após o envio; por entrega: "
+                    f"mediana {statistics.median(values):.0f} s, p95 {percentile(values, 95):.0f} s, "
+                    f"mínimo {min(values):.0f} s  carga {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
     if rows:
         base = {m: w for m, w, *_ in rows}
+        print(f"Custo por notebook ÷ piso ({floor:.1f} s), por modo:")
+        for mode, _wall, per_nb, inside, _ in rows:
+            print(
+                f"  {mode:<11} relógio/notebook {per_nb / floor:4.1f}×  "
+                f"dentro do worker {inside / floor:4.1f}× (meta: ≤ 2×)"
+            )
         if "sequencial" in base:
             for mode, wall, *_ in rows:
                 print(f"  {mode}: {base['sequencial'] / wall:.2f}× mais rápido que em sequência")

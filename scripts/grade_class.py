@@ -18,7 +18,11 @@ Imprime o quadro alunos × capítulos (pontos automáticos; "*" = questões aber
 corrija no formgrader) e a lista de falhas com o motivo. Nunca altera ``grading/submitted/``.
 Uma entrega já corrigida só é corrigida de novo com ``--force`` (ou se a entrega for mais nova).
 O código de saída é 0 mesmo com entregas ruins (elas aparecem no relatório); 1 quando o
-nbgrader não pôde rodar ou o banco de notas não responde.
+nbgrader não pôde rodar ou o banco de notas não responde. Se o banco cai no meio do lote, cada
+entrega o espera por até ``--db-wait`` segundos; se ele não volta, a correção para com um erro que
+diz qual banco faltou (sem a senha), e nada fica pela metade: as notas de um notebook entram numa
+transação só, a versão corrigida de uma entrega interrompida é apagada e a marca em
+``grading/.em_andamento/`` faz a próxima execução refazê-la por inteiro.
 
 Uso: python scripts/grade_class.py [NN_nome ...] [--force] [--timeout S] [--db URL]
      [--scheduler tcp://HOST:8786 | --workers N | --sequencial]
@@ -40,6 +44,7 @@ from transformer_course.instructor.cluster import (  # noqa: E402
     DatabaseUnavailable,
     TaskResult,
     course_db_url,
+    db_unavailable_message,
     describe_db,
     grade_submission,
     load_course_config,
@@ -91,14 +96,33 @@ def grade_sequential(pairs: list[tuple[str, str]], args, db_url: str) -> tuple[l
 
     os.environ.update(nbgrader_env())
     results = []
+    down = None
     for student, chapter in tqdm(pairs, desc="corrigindo", unit="entrega"):
+        if down:
+            results.append(not_started(student, chapter, down))
+            continue
         task = grade_submission(
             str(ROOT), chapter, student, db_url, force=args.force, timeout=args.timeout, db_wait=args.db_wait
         )
         task.worker = "sequencial"
         results.append(task)
+        if task.db_down and database_down(db_url):
+            down = task.reason
     log = "\n".join(f"===== {r.chapter} / {r.student}\n{r.log}" for r in results)
     return results, log
+
+
+def database_down(db_url: str) -> bool:
+    """O banco continua fora do ar agora (depois de uma tarefa ter esperado --db-wait por ele)?"""
+    try:
+        wait_for_db(db_url, wait=0)
+    except DatabaseUnavailable:
+        return True
+    return False
+
+
+def not_started(student: str, chapter: str, reason: str) -> TaskResult:
+    return TaskResult(student, chapter, False, reason, db_down=True, worker="não iniciada")
 
 
 def open_client(args):
@@ -127,10 +151,14 @@ def open_client(args):
 
 def grade_on_dask(pairs: list[tuple[str, str]], args, db_url: str) -> tuple[list[TaskResult], str]:
     """Uma tarefa do Dask por (aluno, capítulo); barra de progresso do lado do instrutor."""
-    from distributed import as_completed
+    from distributed import Event, as_completed
     from tqdm import tqdm
 
     client, cluster = open_client(args)
+    # Marcado quando o banco cai e não volta no prazo: as tarefas que ainda não começaram voltam
+    # sem tocar em nada (em vez de cada uma esperar o banco mais --db-wait segundos).
+    stop = f"banco-fora-{time.time_ns()}"
+    stopped = Event(stop, client=client)
     try:
         n_workers = len(client.scheduler_info()["workers"])
         where = args.scheduler or "LocalCluster embutido"
@@ -146,6 +174,7 @@ def grade_on_dask(pairs: list[tuple[str, str]], args, db_url: str) -> tuple[list
                 force=args.force,
                 timeout=args.timeout,
                 db_wait=args.db_wait,
+                stop_event=stop,
                 key=f"corrige-{chapter}-{student}-{time.time_ns()}",
                 pure=False,
             )
@@ -154,7 +183,10 @@ def grade_on_dask(pairs: list[tuple[str, str]], args, db_url: str) -> tuple[list
         for future in tqdm(as_completed(futures), total=len(futures), desc="corrigindo", unit="entrega"):
             student, chapter = futures[future]
             try:
-                results.append(future.result())
+                task = future.result()
+                results.append(task)
+                if task.db_down and not stopped.is_set() and database_down(db_url):
+                    stopped.set()
             except Exception as exc:  # noqa: BLE001 - KilledWorker etc.: a turma segue
                 why = f"{type(exc).__name__}: {exc}"
                 if type(exc).__name__ == "KilledWorker":
@@ -169,6 +201,65 @@ def grade_on_dask(pairs: list[tuple[str, str]], args, db_url: str) -> tuple[list
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def read_scores(results: list[TaskResult], status: dict, failures: list, db_url: str) -> None:
+    """Lê do gradebook as notas de cada tarefa (o quadro e a lista de testes que falharam)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url) as gb:
+        for task in results:
+            student, chapter = task.student, task.chapter
+            graded = AUTOGRADED / student / chapter / f"{chapter}.ipynb"
+            if task.withheld:
+                failures.append((student, chapter, f"devolutiva retida: {task.withheld}"))
+            if not task.ok or not graded.exists():
+                status[student, chapter] = "ERRO"
+                failures.append((student, chapter, task.reason or "o nbgrader não gerou a versão corrigida"))
+                continue
+            try:
+                res = read_results(graded, gb, chapter, student)
+            except Exception as exc:  # noqa: BLE001 - uma entrega estranha não para a turma
+                status[student, chapter] = "ERRO"
+                failures.append((student, chapter, f"resultado ilegível: {type(exc).__name__}: {exc}"))
+                continue
+            got, most = res.auto
+            manual_score, manual_max = res.manual
+            mark = "*" if manual_max and manual_score is None else ""
+            status[student, chapter] = fmt_points(got, most) + mark
+            for cell in res.cells:
+                if cell.failed:
+                    why = summary_line(cell.reason)
+                    points = fmt_points(cell.score, cell.max_score)
+                    failures.append((student, chapter, f"{cell.label} ({cell.kind}) {points}: {why}"))
+            for error in res.other_errors[:3]:
+                failures.append((student, chapter, f"erro em outra célula: {summary_line(error)}"))
+
+
+def database_failed(db_url: str, results: list[TaskResult], down: list[TaskResult]) -> int:
+    """O banco caiu no meio do lote e não voltou: erro claro, em pt-BR, e o que ficou para depois."""
+    done = [r for r in results if r.ok and not r.db_down]
+    pending = [r for r in down if not r.ok]
+    no_feedback = [r for r in down if r.ok]
+    first = next((r for r in down if r.worker != "não iniciada" and "não iniciada" not in r.reason), down[0])
+    print(f"\nCorreção interrompida: {first.reason}")
+    print(
+        f"Corrigidas antes da queda: {len(done) + len(no_feedback)} de {len(results)} entrega(s)"
+        + (f" ({len(no_feedback)} ainda sem devolutiva)" if no_feedback else "")
+        + "."
+    )
+    if pending:
+        print(
+            f"Não corrigidas ({len(pending)}; sem versão corrigida e sem nota parcial no gradebook, "
+            "refeitas por inteiro na próxima execução):"
+        )
+        for task in sorted(pending, key=lambda r: (r.chapter, r.student)):
+            print(f"  {task.student} / {task.chapter}")
+    print(
+        "Quando o banco voltar, rode de novo o mesmo comando: o que já foi corrigido não é corrigido "
+        "outra vez. Log do nbgrader: grading/autograde.log."
+    )
+    return 1
 
 
 # ====================================================================== principal
@@ -277,37 +368,19 @@ def main(argv: list[str] | None = None) -> int:
         results += res
         logs.append(log)
     wall = time.perf_counter() - started
-
-    from nbgrader.api import Gradebook
-
-    with Gradebook(db_url) as gb:
-        for task in results:
-            student, chapter = task.student, task.chapter
-            graded = AUTOGRADED / student / chapter / f"{chapter}.ipynb"
-            if task.withheld:
-                failures.append((student, chapter, f"devolutiva retida: {task.withheld}"))
-            if not task.ok or not graded.exists():
-                status[student, chapter] = "ERRO"
-                failures.append((student, chapter, task.reason or "o nbgrader não gerou a versão corrigida"))
-                continue
-            try:
-                res = read_results(graded, gb, chapter, student)
-            except Exception as exc:  # noqa: BLE001 - uma entrega estranha não para a turma
-                status[student, chapter] = "ERRO"
-                failures.append((student, chapter, f"resultado ilegível: {type(exc).__name__}: {exc}"))
-                continue
-            got, most = res.auto
-            manual_score, manual_max = res.manual
-            mark = "*" if manual_max and manual_score is None else ""
-            status[student, chapter] = fmt_points(got, most) + mark
-            for cell in res.cells:
-                if cell.failed:
-                    why = summary_line(cell.reason)
-                    points = fmt_points(cell.score, cell.max_score)
-                    failures.append((student, chapter, f"{cell.label} ({cell.kind}) {points}: {why}"))
-            for error in res.other_errors[:3]:
-                failures.append((student, chapter, f"erro em outra célula: {summary_line(error)}"))
     log_path.write_text("\n".join(logs))
+
+    down = [r for r in results if r.db_down]
+    if down:
+        return database_failed(db_url, results, down)
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        read_scores(results, status, failures, db_url)
+    except SQLAlchemyError as exc:  # o banco caiu depois da última tarefa
+        print(f"\nCorreção interrompida: {db_unavailable_message(db_url, str(getattr(exc, 'orig', exc)))}")
+        return 1
     export = run_nbgrader("export", f"--to={ROOT / 'grading' / 'notas.csv'}", cwd=ROOT, db_url=db_url)
 
     # ---------------------------------------------------------------- relatório

@@ -14,6 +14,7 @@ Usado por ``scripts/grade_class.py`` (``make grade-class``) e pelo serviço de c
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 import threading
@@ -55,13 +56,35 @@ class DatabaseUnavailable(RuntimeError):
     """O banco de notas não respondeu (mensagem em pt-BR com o nome do banco)."""
 
 
+def _db_detail(text: str) -> str:
+    """A linha do erro do driver (``connection to server ... failed: Connection refused``), se houver.
+
+    O nbgrader embrulha qualquer erro do banco num conselho enganoso ("rode ``nbgrader db upgrade``");
+    essa linha nunca é o detalhe.
+    """
+    lines = [
+        ln.strip()
+        for ln in text.splitlines()
+        if ln.strip() and "error accessing the nbgrader database" not in ln
+    ]
+    driver = [ln for ln in lines if "OperationalError" in ln or "connection to server" in ln]
+    line = (driver or lines or [""])[-1]
+    return re.sub(r"^(sqlalchemy\.exc\.\w+: )?(\(\w+(\.\w+)*\) )?", "", line)
+
+
 def db_unavailable_message(url: str, detail: str = "") -> str:
-    detail = detail.strip().splitlines()[-1][:300] if detail.strip() else ""
+    """A mensagem em pt-BR de banco fora do ar: nome do banco (sem senha) e a última linha do erro."""
+    from sqlalchemy.engine import make_url
+
+    detail = _db_detail(detail)[:300]
+    password = make_url(url).password
+    if password:
+        detail = detail.replace(str(password), "***")
     return (
         f"o banco de notas ({describe_db(url)}) não está acessível"
         + (f": {detail}" if detail else "")
-        + ". Confira se o servidor está no ar e se o endereço de --db está certo; nada foi gravado "
-        "para as entregas que não puderam ser corrigidas (rode de novo quando o banco voltar)."
+        + ". Confira se o servidor está no ar e se o endereço de --db está certo; nenhuma nota parcial "
+        "foi gravada para as entregas que não puderam ser corrigidas (rode de novo quando o banco voltar)."
     )
 
 
@@ -163,9 +186,80 @@ def course_api(root: str, db_url: str, timeout: int | None = None, exchange: str
                 overrides["Execute.timeout"] = timeout
             if exchange:
                 overrides["Exchange.root"] = exchange
-            api = NbGraderAPI(config=load_course_config(Path(root), **overrides))
+            config = load_course_config(Path(root), **overrides)
+            config.Autograde.autograde_preprocessors = atomic_preprocessors(
+                config.Autograde.get("autograde_preprocessors")
+            )
+            api = NbGraderAPI(config=config)
             _APIS[key] = api
         return api
+
+
+SAVE_AUTOGRADES = "nbgrader.preprocessors.SaveAutoGrades"
+ATOMIC_SAVE_AUTOGRADES = "transformer_course.instructor.cluster.AtomicSaveAutoGrades"
+
+
+def atomic_preprocessors(preprocessors) -> list:
+    """A lista do ``Autograde`` com o ``SaveAutoGrades`` trocado por :class:`AtomicSaveAutoGrades`.
+
+    Sem lista no ``nbgrader_config.py``, parte da lista padrão do nbgrader.
+    """
+    if preprocessors is None:
+        from nbgrader.converters.autograde import Autograde
+
+        preprocessors = Autograde.autograde_preprocessors.default_value
+    out = []
+    for item in preprocessors:
+        name = item if isinstance(item, str) else f"{item.__module__}.{item.__qualname__}"
+        if name in (SAVE_AUTOGRADES, "nbgrader.preprocessors.saveautogrades.SaveAutoGrades"):
+            item = ATOMIC_SAVE_AUTOGRADES
+        out.append(item)
+    return out
+
+
+def _atomic_save_autogrades():
+    from nbgrader.api import Gradebook
+    from nbgrader.preprocessors import NbGraderPreprocessor, SaveAutoGrades
+
+    class AtomicSaveAutoGrades(SaveAutoGrades):
+        """O ``SaveAutoGrades`` do nbgrader numa transação só por notebook.
+
+        O original faz um ``commit`` por célula: se o banco cai no meio, a entrega fica no gradebook
+        com parte das notas (uma nota parcial que parece final). Aqui os ``commit`` de cada célula
+        viram ``flush`` (a mesma transação) e há um ``commit`` no fim: ou todas as notas do notebook
+        entram, ou nenhuma (o PostgreSQL e o SQLite desfazem a transação interrompida).
+        """
+
+        def preprocess(self, nb, resources):
+            info = resources["nbgrader"]
+            self.notebook_id = info["notebook"]
+            self.assignment_id = info["assignment"]
+            self.student_id = info["student"]
+            self.db_url = info["db_url"]
+            self.gradebook = Gradebook(self.db_url)
+            with self.gradebook:
+                session = self.gradebook.db
+                session.commit = session.flush  # as células escrevem na mesma transação
+                try:
+                    nb, resources = NbGraderPreprocessor.preprocess(self, nb, resources)
+                finally:
+                    del session.commit
+                session.commit()
+            return nb, resources
+
+    AtomicSaveAutoGrades.__module__ = __name__
+    AtomicSaveAutoGrades.__qualname__ = "AtomicSaveAutoGrades"
+    return AtomicSaveAutoGrades
+
+
+def __getattr__(name: str):
+    # A classe só existe quando pedida (o traitlets a importa pelo nome): importar este módulo não
+    # importa o nbgrader.
+    if name == "AtomicSaveAutoGrades":
+        cls = _atomic_save_autogrades()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(name)
 
 
 def _environment() -> None:
@@ -203,6 +297,7 @@ class TaskResult:
     skipped: bool = False
     feedback: bool = False
     withheld: str = ""  # a devolutiva continha material do professor e não foi publicada
+    db_down: bool = False  # o banco de notas não respondeu (dentro do prazo --db-wait)
     extra: dict = field(default_factory=dict)
 
 
@@ -213,7 +308,13 @@ def _text(result: dict) -> str:
 def _db_error(text: str) -> bool:
     return any(
         marker in text
-        for marker in ("OperationalError", "database is locked", "error accessing the nbgrader database")
+        for marker in (
+            "OperationalError",
+            "sqlalchemy.exc.InterfaceError",
+            "PendingRollbackError",
+            "database is locked",
+            "error accessing the nbgrader database",
+        )
     )
 
 
@@ -237,6 +338,18 @@ def failure_reason(log: str) -> str:
     return "o nbgrader não gerou a versão corrigida"
 
 
+def stop_requested(stop_event: str | None) -> bool:
+    """O instrutor mandou parar (o ``distributed.Event`` ``stop_event`` está marcado)?"""
+    if not stop_event:
+        return False
+    try:
+        from distributed import Event
+
+        return Event(stop_event).is_set()
+    except Exception:  # noqa: BLE001 - fora de um worker do Dask: nunca há pedido de parada
+        return False
+
+
 def grade_submission(
     root: str,
     chapter: str,
@@ -248,40 +361,63 @@ def grade_submission(
     feedback: bool = True,
     db_wait: float = 120.0,
     exchange: str | None = None,
+    stop_event: str | None = None,
 ) -> TaskResult:
     """Uma tarefa do Dask: ``autograde`` + ``generate_feedback`` do nbgrader para um aluno e capítulo.
 
     Nunca levanta exceção por causa da entrega: devolve :class:`TaskResult` com ``ok=False`` e o
     motivo. Um erro de acesso ao banco (SQLite travado, PostgreSQL reiniciando) é tentado de novo
-    por até ``db_wait`` segundos; o nbgrader refaz a entrega do zero a cada tentativa (a linha da
-    entrega no gradebook é a mesma: ``update_or_create_submission``).
+    por até ``db_wait`` segundos, contados do primeiro erro; o nbgrader refaz a entrega do zero a
+    cada tentativa (a linha da entrega no gradebook é a mesma: ``update_or_create_submission``).
+    Se o banco não volta no prazo, ``db_down=True`` e nada fica pela metade: as notas de um
+    notebook entram numa transação só (:class:`AtomicSaveAutoGrades`), o nbgrader apaga a pasta
+    corrigida da tentativa que falhou e a marca em ``grading/.em_andamento/`` fica, para a próxima
+    execução refazer a entrega inteira.
+
+    ``stop_event``: nome de um ``distributed.Event``; marcado (o instrutor já sabe que o banco caiu),
+    a tarefa volta sem tocar em nada, em vez de esperar o banco mais ``db_wait`` segundos.
     """
     _environment()
     started = time.perf_counter()
     worker = f"{socket.gethostname()}:{os.getpid()}"
+    if stop_requested(stop_event):
+        return TaskResult(
+            student,
+            chapter,
+            ok=False,
+            reason=db_unavailable_message(db_url, "correção não iniciada: o banco já tinha caído"),
+            worker=worker,
+            db_down=True,
+        )
     api = course_api(root, db_url, timeout, exchange)
     graded = Path(api.coursedir.format_path(api.coursedir.autograded_directory, student, chapter))
-    deadline = time.monotonic() + db_wait
     retries = 0
 
     def retrying(call):
-        # Um erro de acesso ao banco é tentado de novo até o prazo; o nbgrader refaz o passo inteiro.
+        # Um erro de acesso ao banco é tentado de novo por até db_wait segundos a partir do primeiro
+        # erro; o nbgrader refaz o passo inteiro.
         nonlocal retries
         delay = 1.0
+        deadline = None
         while True:
             with _LOCK:
                 result = call()
             text = _text(result)
-            if result["success"] or not _db_error(text) or time.monotonic() >= deadline:
+            if result["success"] or not _db_error(text):
+                return result, text
+            if deadline is None:
+                deadline = time.monotonic() + db_wait
+            if time.monotonic() >= deadline:
                 return result, text
             retries += 1
-            time.sleep(delay)
+            time.sleep(min(delay, max(deadline - time.monotonic(), 0.1)))
             delay = min(delay * 2, 10.0)
 
-    # Uma tentativa interrompida (worker morto no meio da tarefa) deixa a pasta corrigida pela
-    # metade; o nbgrader a pularia ("Skipping existing assignment") e a nota sairia de um notebook
-    # não executado. A marca abaixo só some quando a tarefa termina: se ela existe no começo, a
-    # tentativa anterior foi interrompida e esta refaz tudo.
+    # Uma tentativa interrompida (worker morto no meio da tarefa, banco fora do ar) deixa a pasta
+    # corrigida pela metade, ou a nota no gradebook sem a pasta; o nbgrader pularia a entrega
+    # ("Skipping existing assignment") e a nota sairia de um notebook não executado. A marca abaixo
+    # só some quando o autograde termina: se ela existe no começo, a tentativa anterior foi
+    # interrompida e esta refaz tudo.
     marker = Path(root) / "grading" / ".em_andamento" / f"{student}__{chapter}"
     interrupted = marker.exists()
     marker.parent.mkdir(parents=True, exist_ok=True)
@@ -291,8 +427,14 @@ def grade_submission(
     log = text
     out = TaskResult(student, chapter, ok=False, worker=worker)
     out.skipped = "Skipping existing assignment" in text
+    finished = True  # o autograde chegou ao fim (bem ou mal, por causa da entrega)
     if not result["success"] and _db_error(text):
         out.reason = db_unavailable_message(db_url, text)
+        out.db_down = True
+        finished = False
+        # O nbgrader já apaga a pasta da tentativa que falhou; se sobrou o notebook, sai também
+        # (nada de versão corrigida com aparência de pronta sem as notas no banco).
+        (graded / f"{chapter}.ipynb").unlink(missing_ok=True)
     elif not (graded / f"{chapter}.ipynb").exists():
         out.reason = failure_reason(text) + " (veja grading/autograde.log)"
     else:
@@ -303,6 +445,10 @@ def grade_submission(
             )
             log += "\n" + fb_text
             out.feedback = fb["success"]
+            if not fb["success"] and _db_error(fb_text):
+                # As notas estão completas no banco; só a devolutiva falta (a próxima execução a gera).
+                out.db_down = True
+                out.reason = db_unavailable_message(db_url, fb_text)
             # Segunda camada do isolamento: uma devolutiva com soluções ou testes ocultos não sai.
             from .sandbox import withhold_leaky_feedback
 
@@ -310,7 +456,8 @@ def grade_submission(
     out.retries = retries
     out.log = log
     out.seconds = time.perf_counter() - started
-    marker.unlink(missing_ok=True)
+    if finished:
+        marker.unlink(missing_ok=True)
     return out
 
 
