@@ -21,7 +21,7 @@ from torch.nn import functional as F
 
 from .. import positional as reference
 from ..exercises import Exercise, GradedCell
-from ..feedback import Check, CheckFailure, Mistake, describe
+from ..feedback import Check, Mistake, describe
 from ..runtime import dtype_name, seeded_generator
 
 CHAPTER = "01_embeddings_posicao"
@@ -87,17 +87,7 @@ def _x(seed: int, shape, dtype=torch.float32) -> torch.Tensor:
 
 
 def _value_error(c: Check, tried: str, hint: str, fn: Callable, *args, **kwargs) -> None:
-    """``c.raises(ValueError, ...)`` com o diagnóstico do erro conhecido (``Check.raises`` não tem dica)."""
-    body = None
-    c.case(tried)
-    try:
-        c.raises(ValueError, fn, *args, **kwargs)
-    except CheckFailure as failure:
-        if "não implementou" in str(failure) or "sem mensagem" in str(failure):
-            raise
-        body = str(failure).split("\n", 2)[-1]
-    if body is not None:
-        c.fail(body, hint)
+    c.case(tried).raises(ValueError, fn, *args, hint=hint, **kwargs)
 
 
 def _on_graph(c: Check, out, what: str = "de x") -> None:
