@@ -22,8 +22,6 @@ from typing import Any
 
 import torch
 
-from .runtime import one_thread, single_threaded  # noqa: F401 - provisório, até os capítulos migrarem
-
 __all__ = [
     "Check",
     "CheckFailure",

@@ -1,8 +1,11 @@
 """Verificações dos exercícios, um módulo por capítulo (``ch01``, ``ch02``...).
 
-As células de teste dos notebooks fazem ``from transformer_course.checks import ...``.
-Este arquivo importa sozinho todo módulo ``chNN``: um capítulo novo não precisa
-editá-lo.
+Cada ``chNN.py`` declara os exercícios do capítulo no registro (``EXERCISES``, ver
+:mod:`transformer_course.exercises`) e as suas verificações. Aqui ficam só as visíveis (o
+``__all__`` de cada capítulo): é o que o notebook do aluno importa, ``from
+transformer_course.checks import check_x``. As ocultas não são exportadas: cada célula de testes
+ocultos pega a sua por :func:`transformer_course.tamper.hidden_check`. Um capítulo novo não
+precisa editar este arquivo.
 """
 
 import importlib
