@@ -29,7 +29,6 @@ import math
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from transformer_course.course import CHAPTERS
+from transformer_course.instructor.nbgrader_run import run_nbgrader
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -110,7 +110,6 @@ def autograde() -> dict[str, float]:
     """``nbgrader autograde`` de cada capítulo e, em ``FLOOR_ASSIGNMENT``, o de um notebook que só tem
     a primeira célula do capítulo 7 (as importações): o piso da correção, com a partida do próprio
     nbgrader, do isolamento e do kernel."""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     times = {}
     with tempfile.TemporaryDirectory() as tmp:
         course = Path(tmp)
@@ -127,13 +126,9 @@ def autograde() -> dict[str, float]:
         for chapter in [FLOOR_ASSIGNMENT, *CHAPTERS]:
 
             def nbg(*args):
-                subprocess.run(
-                    [str(BIN / "nbgrader"), *args, "--log-level=ERROR"],
-                    cwd=course,
-                    env=env,
-                    check=True,
-                    capture_output=True,
-                )
+                run = run_nbgrader(*args, "--log-level=ERROR", cwd=course, timeout=None)
+                if run.returncode:
+                    raise SystemExit(f"nbgrader {' '.join(args)} falhou:\n{run.stderr[-2000:]}")
 
             nbg("generate_assignment", chapter, "--force")
             sub = course / "grading" / "submitted" / "bench" / chapter
