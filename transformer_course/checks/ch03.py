@@ -435,9 +435,9 @@ def _check_train_dropout(c: Check, cls, gen) -> None:
     torch_mha = _torch_mha(16, H, True, seed, torch.float64, dropout=p)
     interop.load_from_torch(module, torch_mha)
     calm = _expected(torch_mha, q, kv, kv, None)  # modo de avaliação: os pesos antes do dropout
-    torch.manual_seed(seed)
+    torch.default_generator.manual_seed(seed)  # só a CPU: o Check emprestou esse gerador
     expected = _expected(torch_mha.train(), q, kv, kv, None)
-    torch.manual_seed(seed)
+    torch.default_generator.manual_seed(seed)  # só a CPU: o Check emprestou esse gerador
     seen = _run(c, module, q, kv, kv, None)
     w, output, merged = seen["weights"], seen["output"], seen.get("merged")
     like = isinstance(w, torch.Tensor) and w.shape == calm["weights"].shape
