@@ -581,7 +581,7 @@ ruido = math.sqrt(regra_teste * (1 - regra_teste) / len(teste))  # desvio padrã
 
 # %%
 EXPERIMENTO = ExperimentConfig(d_model=32, n_heads=4, n_layers=6, d_ff=64, norm_first=False, dropout=0.0,
-                               warmup_steps=30, factor=0.5, epochs=3, seeds=(0, 1, 2))
+                               warmup_steps=30, factor=0.5, epochs=2, seeds=(0, 1, 2))
 if RAPIDO:
     EXPERIMENTO = dataclasses.replace(EXPERIMENTO, epochs=1, seeds=(0,))
 
@@ -644,13 +644,13 @@ def presas_no_chute(resultado):
 #
 # - **Post-LN, sem aquecimento**: a perda sobe logo nos primeiros passos e fica parada em
 #   $\ln 3 \approx 1{,}10$ — a rede passa a prever sempre a mesma classe (acurácia ≈ 1/3) e não sai
-#   mais de lá nas três épocas. Com aquecimento, as mesmas redes, com os mesmos pesos iniciais e o
+#   mais de lá nas duas épocas. Com aquecimento, as mesmas redes, com os mesmos pesos iniciais e o
 #   mesmo pico, aprendem.
 # - **Pre-LN**: com o mesmo pico, as duas condições aprendem. Sem aquecimento, a perda também dá um
-#   salto nos primeiros passos, mas a rede se recupera: a primeira época fica um pouco atrás e, em
-#   três épocas, as curvas se encontram. Aqui o aquecimento pouco importou. Pre-LN é o arranjo que
+#   salto nos primeiros passos, mas a rede se recupera: a primeira época fica um pouco atrás e, na
+#   segunda, as curvas se encontram. Aqui o aquecimento pouco importou. Pre-LN é o arranjo que
 #   Xiong et al. (2020) mostram ser treinável sem aquecimento.
-# - **O que não medimos**: três sementes, uma tarefa sintética pequena e três épocas não dizem
+# - **O que não medimos**: três sementes, uma tarefa sintética pequena e duas épocas não dizem
 #   "quanto" de acurácia o aquecimento vale em geral. O que o experimento mostra é o mecanismo:
 #   passos grandes logo no início podem levar uma rede Post-LN a um estado do qual ela não se
 #   recupera, e a rampa evita isso. Com uma taxa de pico menor, o efeito some (tente:

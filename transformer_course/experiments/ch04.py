@@ -20,15 +20,26 @@ from ..runtime import one_thread, seeded_generator, single_threaded
 __all__ = ["gradient_norms_at_init", "ln_gradient_experiment", "residual_norms_at_init"]
 
 
-def _xavier_stack(depth, norm_first, d_model, n_heads, d_ff, gen) -> nn.ModuleList:
-    """``depth`` camadas com matrizes Xavier uniformes (sorteadas por ``gen``) e vieses 0."""
-    layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, 0.0, norm_first) for _ in range(depth))
+def _xavier_stack(depth, norm_first, d_model, n_heads, d_ff, gen, pool=None) -> nn.ModuleList:
+    """``depth`` camadas com matrizes Xavier uniformes (sorteadas por ``gen``) e vieses 0.
+
+    Com ``pool`` (camadas já construídas com a mesma configuração), reaproveita as primeiras
+    ``depth`` em vez de construir outras: os mesmos sorteios, na mesma ordem, dão os mesmos
+    pesos; só se economiza a inicialização padrão do PyTorch, que seria toda sobrescrita.
+    """
+    if pool is None:
+        layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, 0.0, norm_first) for _ in range(depth))
+    else:
+        layers = pool[:depth]
     with torch.no_grad():
         for name, p in layers.named_parameters():
+            p.grad = None
             if p.dim() > 1:
                 bound = math.sqrt(6.0 / (p.size(0) + p.size(1)))
                 p.uniform_(-bound, bound, generator=gen)
-            elif "norm" not in name:  # as LayerNorms ficam com ganho 1 e viés 0
+            elif "norm" in name and name.endswith("weight"):  # as LayerNorms: ganho 1 e viés 0
+                p.fill_(1.0)
+            else:
                 p.zero_()
     return layers
 
@@ -43,6 +54,7 @@ def gradient_norms_at_init(
     batch: int = 4,
     vocab_size: int = 100,
     seed: int = 0,
+    _pool: nn.ModuleList | None = None,
 ) -> torch.Tensor:
     """Norma do gradiente de W² (``ffn.linear2.weight``) de cada camada, na inicialização.
 
@@ -57,7 +69,7 @@ def gradient_norms_at_init(
         devolve: (depth,) — ‖∂L/∂W²ₗ‖_F para l = 1..depth (camada 1 = a mais perto da entrada)
     """
     gen = seeded_generator(seed)
-    layers = _xavier_stack(depth, norm_first, d_model, n_heads, d_ff, gen)
+    layers = _xavier_stack(depth, norm_first, d_model, n_heads, d_ff, gen, _pool)
     head = nn.Linear(d_model, vocab_size)
     with torch.no_grad():
         bound = math.sqrt(6.0 / (vocab_size + d_model))
@@ -112,9 +124,16 @@ def ln_gradient_experiment(
         dicionário ``(norm_first, depth) -> tensor (depth,)`` com a norma média por camada.
     """
     results = {}
+    size = {"d_model": 64, "n_heads": 4, "d_ff": 256}  # os padrões de gradient_norms_at_init
+    size |= {k: v for k, v in kwargs.items() if k in size}
     with one_thread():
         for norm_first in (False, True):
+            # as camadas são construídas uma vez por arranjo e reiniciadas (com a semente) a cada medida
+            pool = nn.ModuleList(EncoderLayer(**size, norm_first=norm_first) for _ in range(max_depth))
             for depth in range(1, max_depth + 1):
-                runs = [gradient_norms_at_init(depth, norm_first, seed=s, **kwargs) for s in range(n_seeds)]
+                runs = [
+                    gradient_norms_at_init(depth, norm_first, seed=seed, _pool=pool, **kwargs)
+                    for seed in range(n_seeds)
+                ]
                 results[(norm_first, depth)] = torch.stack(runs).mean(dim=0)
     return results

@@ -204,7 +204,9 @@ def run_warmup_experiment(
     for seed, name in bar:
         bar.set_postfix(semente=seed, condicao=name)
         model = make_model(config, seed).to(device)
-        optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=ADAM_BETAS, eps=ADAM_EPS)
+        # foreach: o Adam atualiza todos os parâmetros de uma vez (numa CPU, o padrão é um laço em
+        # Python, parâmetro por parâmetro); o resultado é o mesmo, bit a bit, em menos tempo.
+        optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=ADAM_BETAS, eps=ADAM_EPS, foreach=True)
         scheduler = LambdaLR(optimizer, schedules[name])
         history = fit(
             model,

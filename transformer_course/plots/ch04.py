@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import matplotlib
 import numpy as np
 import torch
 from matplotlib.figure import Figure
 from torch.nn import functional as F
 
-from .common import PALETTE, to_numpy
+from .common import PALETTE, SEQUENTIAL, to_numpy
 
 __all__ = [
     "LN_COLORS",
@@ -105,6 +106,30 @@ def residual_norm_figure(norms: dict[bool, torch.Tensor]) -> Figure:
     return fig
 
 
+def _weights_heatmap(ax, weights: torch.Tensor, query_labels, key_labels, title: str):
+    """Mapa de calor anotado de uma matriz de pesos, no visual de ``plots.attention_heatmap``.
+
+    Desenhado só com o matplotlib (uma imagem e um texto por célula): o seaborn custa perto de um
+    segundo para importar, e esta figura não precisa de mais nada dele. Devolve a imagem (para a
+    barra de cores).
+    """
+    values = to_numpy(weights)
+    cmap = matplotlib.colormaps[SEQUENTIAL]
+    image = ax.imshow(values, cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    for (i, j), v in np.ndenumerate(values):
+        rgb = np.asarray(cmap(float(v))[:3])
+        rgb = np.where(rgb <= 0.03928, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+        light = rgb @ [0.2126, 0.7152, 0.0722] > 0.408  # a regra do seaborn para a cor do texto
+        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8, color=".15" if light else "w")
+    ax.set_xticks(range(len(key_labels)), list(key_labels), rotation=45)
+    ax.set_yticks(range(len(query_labels)), list(query_labels))
+    ax.spines[:].set_visible(False)
+    ax.set_xlabel("chave (posição atendida)")
+    ax.set_ylabel("consulta (quem pergunta)")
+    ax.set_title(title)
+    return image
+
+
 def decoder_attention_figure(
     self_weights: torch.Tensor,
     cross_weights: torch.Tensor,
@@ -112,16 +137,17 @@ def decoder_attention_figure(
     source_labels: list[str],
 ) -> Figure:
     """Os dois mapas de atenção de uma camada do decodificador (uma cabeça, um exemplo)."""
-    from .common import attention_heatmap
-
     T, S = len(target_labels), len(source_labels)
     fig = Figure(figsize=(2.2 + 0.55 * (T + S) * 1.3, 1.2 + 0.5 * T), layout="constrained")
     ax_self, ax_cross = fig.subplots(1, 2, width_ratios=[T, S])
-    attention_heatmap(
-        self_weights, target_labels, target_labels, "Autoatenção mascarada (Q, K, V: alvo)", ax=ax_self
+    _weights_heatmap(
+        ax_self, self_weights, target_labels, target_labels, "Autoatenção mascarada (Q, K, V: alvo)"
     )
-    attention_heatmap(
-        cross_weights, target_labels, source_labels, "Atenção cruzada (Q: alvo; K, V: memória)", ax=ax_cross
+    image = _weights_heatmap(
+        ax_cross, cross_weights, target_labels, source_labels, "Atenção cruzada (Q: alvo; K, V: memória)"
     )
     ax_cross.set_ylabel("")
+    # uma barra de cores só: os dois mapas usam a mesma escala, de 0 a 1
+    bar = fig.colorbar(image, ax=[ax_self, ax_cross], label="peso", aspect=15, pad=0.02)
+    bar.outline.set_visible(False)
     return fig

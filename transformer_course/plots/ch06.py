@@ -46,13 +46,18 @@ def noam_curves(
     n_steps: int,
     title: str = "Agendamento de Noam",
 ) -> Figure:
-    """Curvas lr × passo para várias configurações (d_model, warmup_steps, factor), com o pico marcado."""
-    steps = np.arange(0, n_steps + 1)
+    """Curvas lr × passo para várias configurações (d_model, warmup_steps, factor), com o pico marcado.
+
+    Cada curva é calculada em ~500 passos igualmente espaçados, mais o passo do pico (a curva é
+    suave, linear até o pico e 1/√passo depois): a figura sai igual à de todos os passos.
+    """
+    grid = np.unique(np.linspace(0, n_steps, 501).round().astype(int))
     fig = Figure(figsize=(8, 3.6), layout="constrained")
     ax = fig.add_subplot()
     top = 0.0
     for i, (d_model, warmup, factor) in enumerate(settings):
         color = PALETTE[i % len(PALETTE)]
+        steps = np.union1d(grid, [warmup, warmup + 1])  # o bico do pico entra exatamente na curva
         lrs = [lr_fn(int(s), d_model, warmup, factor) for s in steps]
         label = f"d_model={d_model}, warmup={warmup}" + (f", factor={factor:g}" if factor != 1 else "")
         ax.plot(steps, lrs, color=color, label=label)
