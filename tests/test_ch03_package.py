@@ -162,7 +162,7 @@ def test_explorer_changes_with_the_slider(neighbor_results):
     sixteen = explorer.update(16).axes[0].images[0].get_array()
     assert one.shape == (9, 9) and sixteen.shape == (4 * 11 - 2, 4 * 11 - 2)
     assert len(explorer.labels) == 16 and explorer.suptitle.get_text() != title_one
-    assert "1088 parâmetros" in explorer.suptitle.get_text()
+    assert "1088 parâmetros" in explorer.params.get_text()
     with pytest.raises(ValueError, match="não divide"):
         explorer.update(3)
 

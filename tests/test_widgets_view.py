@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 from matplotlib.figure import Figure
 
-from transformer_course.widgets._view import PngRenderer, figure_png, interactive_png, neighbor_values
+from transformer_course.widgets._view import (
+    Blit,
+    PngRenderer,
+    encode_png,
+    figure_png,
+    interactive_png,
+    neighbor_values,
+)
 
 
 class Counting:
@@ -83,3 +90,73 @@ def test_interactive_png_follows_the_controls(monkeypatch):
     assert image.renderer.cached(x=3), "o próximo passo na mesma direção não foi pré-calculado"
     slider.value = 1
     assert image.value == first
+
+
+def _pixels(png: bytes):
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")).astype(int)
+
+
+def test_encode_png_round_trips_the_pixels():
+    import numpy as np
+
+    rgba = np.random.default_rng(0).integers(0, 256, size=(7, 5, 4), dtype=np.uint8)
+    assert (_pixels(encode_png(rgba)) == rgba).all()
+
+
+class Heat:
+    """Uma exploração com o que os widgets do curso mudam: imagem, marcas dos eixos, títulos."""
+
+    def __init__(self):
+        self.fig = Figure(figsize=(4, 3), layout="constrained")
+        self.ax = self.fig.add_subplot()
+        self.image = self.ax.imshow([[0.0]], vmin=0, vmax=1)
+        self.fig.colorbar(self.image, ax=self.ax)
+        self.title = self.fig.suptitle("")
+        self.update(3)
+        spines = list(self.ax.spines.values())
+        Blit(self.fig, [self.image, self.ax.xaxis, self.ax.yaxis, self.ax.title, self.title, *spines])
+
+    def update(self, n):
+        import numpy as np
+
+        self.image.set_data(np.linspace(0, 1, n * n).reshape(n, n))
+        self.image.set_extent((-0.5, n - 0.5, n - 0.5, -0.5))
+        self.ax.set_xlim(-0.5, n - 0.5)
+        self.ax.set_ylim(n - 0.5, -0.5)
+        self.ax.set_xticks(range(n), [f"k{i}" for i in range(n)])
+        self.ax.set_title(f"{n} × {n}")
+        self.title.set_text(f"estado n = {n}")
+        return self.fig
+
+
+def test_blit_draws_the_same_figure_as_a_full_draw():
+    explorer = Heat()
+    first = {}
+    for n in (2, 5, 3, 2, 5):  # ida e volta: nada do estado anterior pode sobrar na imagem
+        png = figure_png(explorer.update(n))
+        blit = explorer.fig.blit
+        del explorer.fig.blit
+        try:
+            full = _pixels(figure_png(explorer.fig))  # a figura inteira, desenhada do zero
+        finally:
+            explorer.fig.blit = blit
+        fast = _pixels(png)
+        assert fast.shape == full.shape
+        # as pontas dos traços das marcas podem diferir em um pixel de antisserrilhado
+        assert (abs(fast - full).max(-1) > 0).mean() < 0.002, f"n = {n}: a imagem difere do desenho completo"
+        assert first.setdefault(n, png) == png, "o mesmo estado deu outro PNG"
+    assert blit._patches, "os textos desenhados não foram guardados"
+
+
+def test_cancel_stops_the_prefetch():
+    explorer = Counting()
+    renderer = PngRenderer(explorer.update)
+    renderer.prefetch([{"x": i} for i in range(200)])
+    renderer.cancel(timeout=30)
+    assert not renderer.thread.is_alive()
+    assert len(explorer.calls) < 200

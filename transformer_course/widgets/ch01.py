@@ -6,7 +6,7 @@ similaridade posição × posição. O título diz se ela depende só de i − j
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import torch
 from matplotlib.figure import Figure
@@ -16,7 +16,7 @@ from .. import positional
 from ..experiments.ch01 import cosine_similarity_matrix, toeplitz_deviation
 from ..plots import DIVERGING, SEQUENTIAL
 from ..runtime import one_thread
-from ._view import PngRenderer, interactive_png
+from ._view import Blit, PngRenderer, interactive_png
 
 __all__ = ["SCHEMES", "PositionalExplorer", "positional_widget"]
 
@@ -100,16 +100,47 @@ class PositionalExplorer:
             cbar.locator = MaxNLocator(4)
         self.ax_right.set_xlabel("posição j")
         self.ax_right.set_ylabel("posição i")
-        self.suptitle = self.fig.suptitle("", fontsize=10)
+        # O veredito (poucas variantes: o desenho dele é guardado) e, numa linha menor, os números
+        # deste estado: o texto é o que mais custa redesenhar a cada movimento.
+        self.suptitle = self.fig.suptitle("", fontsize=10, y=0.99)
+        self.details = self.fig.text(0.5, 0.925, "", ha="center", va="top", fontsize=8.5, color="0.3")
         self.update("senoidal", 64, 64)
+        spines = [spine for ax in (self.ax_left, self.ax_right) for spine in ax.spines.values()]
+        self.blit = Blit(
+            self.fig,
+            [
+                self.left,
+                self.right,
+                self.ax_left.xaxis,
+                self.ax_left.yaxis,
+                self.ax_right.xaxis,
+                self.ax_right.yaxis,
+                self.ax_left.title,
+                self.ax_right.title,
+                self.cbar_left.ax,
+                self.cbar_right.ax,
+                self.suptitle,
+                self.details,
+                *spines,  # por último: as bordas cobrem a ponta dos traços das marcas, como antes
+            ],
+            keys={cbar.ax: partial(self._colorbar_key, cbar) for cbar in (self.cbar_left, self.cbar_right)},
+        )
+
+    @staticmethod
+    def _colorbar_key(cbar) -> tuple:
+        """O que a colorbar mostra: mapa de cor, limites e rótulo (a chave do seu desenho guardado)."""
+        return (cbar.mappable.get_cmap().name, cbar.mappable.get_clim(), cbar.ax.get_ylabel())
 
     @staticmethod
     def _show(image, ax, data: torch.Tensor, cmap: str, vmin: float, vmax: float) -> None:
         rows, cols = data.shape
         image.set_data(data.numpy())
         image.set_extent((-0.5, cols - 0.5, rows - 0.5, -0.5))
-        image.set_cmap(cmap)
-        image.set_clim(vmin, vmax)
+        # só quando mudam: cada troca redesenha a colorbar ligada à imagem
+        if image.get_cmap().name != cmap:
+            image.set_cmap(cmap)
+        if image.get_clim() != (vmin, vmax):
+            image.set_clim(vmin, vmax)
         ax.set_xlim(-0.5, cols - 0.5)
         ax.set_ylim(rows - 0.5, -0.5)
 
@@ -141,10 +172,8 @@ class PositionalExplorer:
         self.ax_left.set_ylabel(data["ylabel"])
         self.ax_right.set_title(data["right_title"], fontsize=10)
         verdict = "depende só de i − j" if deviation < 1e-4 else "NÃO depende só de i − j"
-        self.suptitle.set_text(
-            f"{scheme}, d_model = {d_model}, T = {length}: a matriz da direita {verdict} "
-            f"(desvio nas diagonais {deviation:.1g})"
-        )
+        self.suptitle.set_text(f"{scheme}: a matriz da direita {verdict}")
+        self.details.set_text(f"d_model = {d_model}, T = {length}; desvio nas diagonais {deviation:.1g}")
         return self.fig
 
 

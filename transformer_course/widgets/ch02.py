@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..attention import attention_entropy
 from ..experiments.ch02 import dk_weight_maps, scaling_statistics
 from ..plots import PALETTE, SEQUENTIAL
-from ._view import PngRenderer, interactive_png
+from ._view import Blit, PngRenderer, interactive_png
 
 __all__ = ["DK_OPTIONS", "DkExplorer", "dk_widget"]
 
@@ -41,7 +40,7 @@ class DkExplorer:
         ax_curve.set_xticks(xs[::3], [str(d) for d in self.d_ks[::3]])
         ax_curve.set_xlabel("d_k (escala log)")
         ax_curve.set_ylabel("entropia média (nats)")
-        ax_curve.legend(fontsize=8, loc="lower left")
+        legend = ax_curve.legend(fontsize=8, loc="lower left")
         self.marker = ax_curve.axvline(xs[0], color="black", lw=1)
         ax_curve.set_title("Entropia do softmax")
         empty = np.zeros((seq_len, seq_len))
@@ -57,9 +56,10 @@ class DkExplorer:
         self.fig.colorbar(self.images[-1], ax=[ax_raw, ax_scaled], label="peso", shrink=0.9)
         self.suptitle = self.fig.suptitle("")
         self.update(64)
-        # Calcula o layout uma vez e o congela: os redesenhos seguintes só trocam dados.
-        FigureCanvasAgg(self.fig).draw()
-        self.fig.set_layout_engine("none")
+        # Layout calculado uma vez e congelado; cada PNG redesenha só o que muda sobre o fundo fixo
+        # (os dois mapas, as bordas deles, o marcador de d_k, a legenda por cima dele e o título).
+        spines = [spine for ax in (ax_raw, ax_scaled) for spine in ax.spines.values()]
+        Blit(self.fig, [*self.images, *spines, self.marker, legend, self.suptitle], keys={legend: tuple})
 
     def update(self, d_k: int) -> Figure:
         """Atualiza a figura para ``d_k`` e a devolve (o desenho acontece ao exibi-la)."""

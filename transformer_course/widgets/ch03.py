@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from ..experiments.ch03 import SENTENCE, NeighborConfig, divisors, encode_words, train_neighbor_models
 from ..plots import SEQUENTIAL
-from ._view import PngRenderer, interactive_png
+from ._view import Blit, PngRenderer, interactive_png
 
 __all__ = ["BENCH", "HeadsExplorer", "heads_widget"]
 
@@ -64,9 +64,22 @@ class HeadsExplorer:
             self.ax.spines[side].set_visible(False)
         self.ax.set_xlabel("chave (palavra atendida)")
         self.ax.set_ylabel("consulta")
-        self.suptitle = self.fig.suptitle("", fontsize=11)
+        # Duas linhas de título: a que muda com H e a dos parâmetros, igual para todo H (o desenho
+        # dela é guardado; texto é o que mais custa redesenhar).
+        self.suptitle = self.fig.suptitle("", fontsize=11, y=0.98)
+        self.params = self.fig.text(0.5, 0.945, "", ha="center", va="top", fontsize=11)
+        # um rótulo por cabeça possível, criados uma vez: ``update`` só os move, troca e esconde
+        self._label_pool = [
+            self.ax.text(0, 0, f"cabeça {h + 1}", ha="center", va="bottom", fontsize=9)
+            for h in range(max(self.heads))
+        ]
         self.labels: list = []
         self.update(2)
+        # Cada PNG redesenha só a grade de mapas, as marcas, os rótulos e o título sobre o fundo fixo.
+        self.blit = Blit(
+            self.fig,
+            [self.image, self.ax.xaxis, self.ax.yaxis, *self._label_pool, self.suptitle, self.params],
+        )
 
     def update(self, n_heads: int) -> Figure:
         """Mostra os mapas das ``n_heads`` cabeças e devolve a figura (o desenho acontece ao exibi-la)."""
@@ -85,24 +98,18 @@ class HeadsExplorer:
         self.ax.set_yticks(range(T), self.tokens, fontsize=font)
         self.ax.set_xlim(-0.5, cols * step - GAP - 0.5)
         self.ax.set_ylim(rows * step - GAP - 0.5, -0.5)
-        for label in self.labels:
-            label.remove()
-        self.labels = [
-            self.ax.text(
-                c * step + (T - 1) / 2,
-                r * step - 0.7,
-                f"cabeça {h + 1}",
-                ha="center",
-                va="bottom",
-                fontsize=9,
-            )
-            for h, (r, c) in enumerate(divmod(h, cols) for h in range(n_heads))
-        ]
+        for h, label in enumerate(self._label_pool):
+            r, c = divmod(h, cols)
+            label.set_position((c * step + (T - 1) / 2, r * step - 0.7))
+            label.set_visible(h < n_heads)
+        self.labels = self._label_pool[:n_heads]
         result = self.results[n_heads]
         d = self.cfg.d_model
         self.suptitle.set_text(
             f"H = {n_heads} {'cabeça' if n_heads == 1 else 'cabeças'}, d_k = {d // n_heads}; acurácia na "
-            f"tarefa dos vizinhos: {result['accuracy']:.0%}\n"
+            f"tarefa dos vizinhos: {result['accuracy']:.0%}"
+        )
+        self.params.set_text(
             f"{result['n_attention_params']} parâmetros na atenção (4·{d}² + 4·{d}), os mesmos para todo H"
         )
         return self.fig

@@ -17,7 +17,7 @@ from ..masks import causal_mask, masked_softmax, padding_mask
 from ..plots import PALETTE, SEQUENTIAL
 from ..plots.ch05 import MASK_CMAP, NAN_COLOR
 from ..runtime import one_thread
-from ._view import PngRenderer, interactive_png
+from ._view import Blit, PngRenderer, interactive_png
 
 __all__ = ["MaskExplorer", "mask_widget"]
 
@@ -56,7 +56,11 @@ class MaskExplorer:
             ax.tick_params(axis="x", rotation=90)
             ax.set_title(title)
             ax.set_xlabel("chave (posição atendida)")
-            ax.set_ylabel("consulta")
+        # as consultas são as mesmas linhas nos três painéis: rótulos só no primeiro (menos texto a
+        # redesenhar a cada movimento)
+        axes[0].set_ylabel("consulta")
+        for ax in axes[1:]:
+            ax.tick_params(axis="y", labelleft=False)
         self.fig.colorbar(self.images[-1], ax=list(axes[1:]), label="peso", shrink=0.85)
         handles = [
             Patch(color=PALETTE[0], label="pode atender"),
@@ -66,9 +70,11 @@ class MaskExplorer:
         self.fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
         self.suptitle = self.fig.suptitle("")
         self.update(8, 2, True, "direita")
-        # Layout calculado uma vez e congelado: refazê-lo a cada movimento custava metade do desenho.
-        self.fig.draw_without_rendering()
-        self.fig.set_layout_engine("none")
+        # Layout calculado uma vez e congelado; cada PNG redesenha só os mapas, as bordas, as marcas
+        # (guardadas em pixels: voltam iguais quando só a causal muda) e o título, sobre o fundo fixo.
+        spines = [spine for ax in axes for spine in ax.spines.values()]
+        ticks = [axis for ax in axes for axis in (ax.xaxis, ax.yaxis)]
+        self.blit = Blit(self.fig, [*self.images, *ticks, *spines, self.suptitle])
 
     def masks(self, seq_len: int, n_pad: int, causal: bool, pad_side: str = "direita") -> np.ndarray:
         """A máscara combinada (T, T), booleana, para uma sequência com ``n_pad`` pads."""
