@@ -26,7 +26,6 @@ import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
@@ -102,12 +101,12 @@ def _text_key(text: Text) -> Hashable:
     )
 
 
-def _line_key(line: Line2D) -> Hashable:
-    points = line.get_transform().transform(line.get_xydata())
+def _line_style(line: Line2D) -> tuple:
+    color = line.get_color()
     return (
-        tuple(np.round(points, 3).ravel()),
-        tuple(np.ravel(to_rgba(line.get_color(), line.get_alpha()))),
-        line.get_marker() if isinstance(line.get_marker(), str) else id(line.get_marker()),
+        color if isinstance(color, str) else tuple(np.ravel(color)),
+        line.get_alpha(),
+        line.get_marker() if isinstance(line.get_marker(), (str, int)) else id(line.get_marker()),
         line.get_markersize(),
         line.get_markeredgewidth(),
         line.get_linewidth(),
@@ -194,12 +193,16 @@ class Blit:
     def _axis_items(self, axis: Axis, renderer) -> Iterator[tuple[Artist, Hashable]]:
         """As partes de um eixo, como em ``Axis.draw``, cada uma com a chave do seu desenho."""
         labels = []
+        # a posição de um traço de marca na tela: o valor da marca, os limites e a caixa dos eixos
+        frame = (tuple(np.round(axis.get_view_interval(), 9)), axis.axes.bbox.bounds)
         for tick in axis._update_ticks():
             if not tick.get_visible():
                 continue
-            for line in (tick.gridline, tick.tick1line, tick.tick2line):
+            where = (frame, round(float(tick.get_loc()), 9))
+            for name in ("gridline", "tick1line", "tick2line"):
+                line = getattr(tick, name)
                 if line.get_visible():
-                    yield line, _line_key(line)
+                    yield line, (where, name, *_line_style(line))
             for label in (tick.label1, tick.label2):
                 if label.get_visible() and label.get_text():
                     labels.append(_text_key(label))
