@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 
 from ..experiments.ch04 import ln_gradient_experiment
 from ..plots.ch04 import LN_COLORS, LN_NAMES
-from ._view import PngRenderer, interactive_png
+from ._view import Blit, PngRenderer, interactive_png
 
 __all__ = ["LNGradientExplorer", "ln_gradient_widget"]
 
@@ -55,12 +55,28 @@ class LNGradientExplorer:
         ax_last.set_ylabel("‖∂L/∂W²‖ da última camada")
         ax_last.set_title("Última camada × profundidade")
         ax_last.grid(alpha=0.3)
-        ax_last.legend(fontsize=8)
+        last_legend = ax_last.legend(fontsize=8)
+        self.title = self.ax_bars.set_title(" ")
         self.update("Pre-LN", min(6, self.max_depth))
-        # O layout "constrained" é calculado uma vez, no primeiro desenho, e depois congelado:
-        # recalculá-lo a cada movimento do controle custaria mais que todo o resto do desenho.
-        self.fig.draw_without_rendering()
-        self.fig.set_layout_engine("none")
+        # Layout calculado uma vez e congelado; cada PNG redesenha, sobre o fundo fixo, só o que muda:
+        # as marcas do eixo x da esquerda (os limites mudam com a profundidade), as barras, os traços
+        # do outro arranjo, o título e o marcador da direita. As legendas vêm por cima, guardadas em
+        # pixels: a da esquerda pelo texto (nenhuma barra chega à altura dela), a da direita pela
+        # profundidade (ela escolhe o canto livre conforme o marcador).
+        keys = {
+            self.legend: lambda: self.legend.get_texts()[0].get_text(),
+            last_legend: lambda: float(self.marker.get_xdata()[0]),
+        }
+        dynamic = [
+            self.ax_bars.xaxis,
+            *self.bars,
+            self.other,
+            self.title,
+            self.marker,
+            self.legend,
+            last_legend,
+        ]
+        Blit(self.fig, dynamic, keys=keys)
 
     def update(self, mode: str, depth: int) -> Figure:
         """Redesenha para ``mode`` ("Pre-LN" ou "Post-LN (2017)") e ``depth`` camadas."""

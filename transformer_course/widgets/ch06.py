@@ -8,7 +8,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..plots import PALETTE
 from ..training import noam_lr
-from ._view import PngRenderer, interactive_png
+from ._view import Blit, PngRenderer, interactive_png
 
 __all__ = ["D_MODEL_OPTIONS", "NoamExplorer", "noam_widget"]
 
@@ -27,11 +27,13 @@ class NoamExplorer:
         self.n_steps = n_steps
         self.grid = np.linspace(1, n_steps, n_points)  # a curva é suave: 400 pontos bastam
         self.steps = self.grid
-        self.fig = Figure(figsize=(8, 3.8))
-        self.fig.subplots_adjust(left=0.09, right=0.96, bottom=0.14, top=0.9)
+        self.fig = Figure(figsize=(8, 4.1))
+        self.fig.subplots_adjust(left=0.09, right=0.96, bottom=0.22, top=0.91)
         self.ax = self.fig.add_subplot()
         ref = self._curve(4000, 512, 1.0)
-        self.ax.plot(self.steps, ref, color="gray", lw=1, ls="--", label="artigo: d_model=512, warmup=4000")
+        (ref_line,) = self.ax.plot(
+            self.steps, ref, color="gray", lw=1, ls="--", label="artigo: d_model=512, warmup=4000"
+        )
         (self.line,) = self.ax.plot([], [], color=PALETTE[0], lw=2, label="sua escolha")
         (self.peak,) = self.ax.plot([], [], "o", color=PALETTE[3], ms=8, label="pico")
         self.vline = self.ax.axvline(0, color=PALETTE[3], lw=1, ls=":")
@@ -46,10 +48,18 @@ class NoamExplorer:
         self.ax.set_ylabel("taxa de aprendizado")
         self.ax.set_title("Agendamento de Noam")
         self.ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+        # o multiplicador ("1e−3") um pouco mais alto: longe da borda do eixo, o desenho guardado dele
+        # não leva junto um pedaço da borda
+        self.ax.yaxis.OFFSETTEXTPAD = 6
         self.ax.grid(alpha=0.3)
-        self.ax.legend(fontsize=8, loc="center right")
+        # a legenda fica embaixo, fora do caminho das curvas: assim ela é parte do fundo fixo
+        self.fig.legend(loc="lower center", ncols=3, fontsize=8, frameon=False)
         self.ref_peak = float(ref.max())
         self.update(4000, 512, 1.0)
+        # Layout fixo; cada PNG redesenha, sobre o fundo (eixo x, títulos, legenda, grade vertical), só
+        # o que muda com a escala vertical: o eixo y (marcas, grade horizontal), as curvas, o pico e o
+        # texto.
+        Blit(self.fig, [self.ax.yaxis, ref_line, self.line, self.peak, self.vline, self.text])
 
     def _curve(self, warmup_steps: int, d_model: int, factor: float) -> np.ndarray:
         lrs = (noam_lr(float(s), d_model, warmup_steps, factor) for s in self.steps)
