@@ -526,7 +526,9 @@ otimizador = torch.optim.Adam(modelo.parameters(), betas=ADAM_BETAS, eps=ADAM_EP
 agendador = make_warmup_scheduler_ref(otimizador, d_model=64, warmup_steps=60, factor=0.25)
 laco_treino = student_or_reference(train_epoch, check_train_epoch, train_epoch_ref, "train_epoch")
 laco_avaliacao = student_or_reference(evaluate, check_evaluate, evaluate_ref, "evaluate")
-historico = fit(modelo, loader_treino, loader_val, otimizador, agendador, nn.CrossEntropyLoss(),
+# na correção automática, uma época de 4 lotes (nada é avaliado aqui)
+loader_fit = make_loader(Subset(treino, range(256)), batch_size=64, shuffle=True) if RAPIDO else loader_treino
+historico = fit(modelo, loader_fit, loader_val, otimizador, agendador, nn.CrossEntropyLoss(),
                 epochs=1 if RAPIDO else 6, max_grad_norm=1.0, desc="classificador",
                 train_fn=laco_treino, eval_fn=laco_avaliacao)
 f"melhor época: {historico.best_epoch}, perda de validação {historico.best_val_loss:.3f}"
