@@ -21,6 +21,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 from matplotlib.artist import Artist
@@ -87,18 +88,30 @@ def figure_png(fig: Figure, dpi: float = DPI) -> bytes:
         fig.dpi = old_dpi
 
 
-def _text_key(text: Text) -> Hashable:
+class _At(NamedTuple):
+    """A chave de um texto: o que ele mostra (``look``) e onde (a âncora, em pixels da tela)."""
+
+    look: tuple
+    x: float
+    y: float
+
+
+def _text_key(text: Text) -> _At:
     x, y = text.get_transform().transform(text.get_unitless_position())
-    return (
+    color = text.get_color()
+    look = (
         text.get_text(),
-        round(float(x), 3),
-        round(float(y), 3),
-        text.get_color() if isinstance(text.get_color(), str) else tuple(np.ravel(text.get_color())),
+        color if isinstance(color, str) else tuple(np.ravel(color)),
         hash(text.get_fontproperties()),
         text.get_rotation(),
+        text.get_rotation_mode(),
         text.get_horizontalalignment(),
         text.get_verticalalignment(),
+        text.get_linespacing(),
+        text.get_antialiased(),
+        text.get_alpha(),
     )
+    return _At(look, float(x), float(y))
 
 
 def _line_style(line: Line2D) -> tuple:
@@ -219,9 +232,13 @@ class Blit:
             axis.offsetText.set_text(offset)
             yield axis.offsetText, _text_key(axis.offsetText)
 
-    def _patch(self, canvas: FigureCanvasAgg, renderer, artist: Artist) -> tuple:
-        """O artista desenhado sozinho sobre o fundo: (linhas, colunas, máscara, pixels) do que mudou."""
+    def _patch(self, canvas: FigureCanvasAgg, renderer, artist: Artist, row: int, col: int) -> tuple:
+        """O artista desenhado sozinho sobre o fundo: o que mudou, relativo ao pixel (``row``, ``col``).
+
+        Devolve (linha 0, linha 1, coluna 0, coluna 1, máscara, pixels, fundo sob a máscara).
+        """
         height, width = self._pixels.shape[:2]
+        empty = (0, 0, 0, 0, np.zeros((0, 0), bool), self._pixels[:0, 0].copy(), self._pixels[:0, 0].copy())
         box = artist.get_tightbbox(renderer)
         if box is None:
             top, bottom, left, right = 0, height, 0, width
@@ -229,43 +246,60 @@ class Blit:
             top, bottom = max(0, int(height - box.y1) - 3), min(height, int(height - box.y0) + 4)
             left, right = max(0, int(box.x0) - 3), min(width, int(box.x1) + 4)
         if top >= bottom or left >= right:
-            return (slice(0, 0), slice(0, 0), np.zeros((0, 0), bool), self._pixels[:0, :0, 0].copy())
+            return empty
         # o fundo limpo na janela (aqui, com xy = canto do fundo, o retângulo vai em linhas de cima
         # para baixo), o artista por cima
         canvas.restore_region(self._background, (left, top, right, bottom), (0, 0))
         artist.draw(renderer)
         buffer = np.asarray(canvas.buffer_rgba())[top:bottom, left:right]
-        changed = np.any(buffer != self._pixels[top:bottom, left:right], axis=-1)
+        under = self._pixels[top:bottom, left:right]
+        changed = np.any(buffer != under, axis=-1)
         rows, cols = np.nonzero(changed.any(axis=1))[0], np.nonzero(changed.any(axis=0))[0]
         if not len(rows):
-            return (slice(0, 0), slice(0, 0), changed[:0, :0], buffer[:0, :0].copy())
-        window = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
-        mask = changed[window]
-        values = buffer[window][mask].copy()
-        window = (slice(top + rows[0], top + rows[-1] + 1), slice(left + cols[0], left + cols[-1] + 1))
-        return (*window, mask, values)
+            return empty
+        r0, r1, c0, c1 = rows[0], rows[-1] + 1, cols[0], cols[-1] + 1
+        mask = changed[r0:r1, c0:c1]
+        values, under = buffer[r0:r1, c0:c1][mask].copy(), under[r0:r1, c0:c1][mask].copy()
+        return (top + r0 - row, top + r1 - row, left + c0 - col, left + c1 - col, mask, values, under)
+
+    def _fits(self, patch: tuple, row: int, col: int) -> bool:
+        """O desenho guardado cabe em (``row``, ``col``), sobre o mesmo fundo em que foi feito?"""
+        r0, r1, c0, c1, mask, _, under = patch
+        height, width = self._pixels.shape[:2]
+        if r0 + row < 0 or c0 + col < 0 or r1 + row > height or c1 + col > width:
+            return False
+        return np.array_equal(self._pixels[r0 + row : r1 + row, c0 + col : c1 + col][mask], under)
 
     def png(self, dpi: float = DPI) -> bytes:
         canvas = self._draw_background(dpi)
         renderer = canvas.get_renderer()
+        height = self._pixels.shape[0]
         for ax in {artist.axes for artist in self.dynamic if artist.axes is not None}:
             ax.apply_aspect()  # como no desenho de Axes: imshow com aspecto fixo ajusta a caixa
         items = list(self._items(renderer))
-        patches = {}
+        placed = []
         for artist, key in items:
-            if key is not None:
-                key = (id(artist), key)
-                if key not in self._patches:
-                    self._patches[key] = self._patch(canvas, renderer, artist)
-                patches[id(artist)] = self._patches[key]
+            if key is None:
+                placed.append(None)
+                continue
+            if isinstance(key, _At):
+                # um texto já desenhado em qualquer lugar é colado aqui, na âncora arredondada ao
+                # pixel (no máximo meio pixel de diferença), se o fundo embaixo for o mesmo
+                row, col, key = height - round(key.y), round(key.x), ("texto", key.look)
+            else:
+                row, col, key = 0, 0, (id(artist), key)
+            patch = self._patches.get(key)
+            if patch is None or not self._fits(patch, row, col):
+                patch = self._patches[key] = self._patch(canvas, renderer, artist, row, col)
+            placed.append((patch, row, col))
         canvas.restore_region(self._background)
         buffer = np.asarray(canvas.buffer_rgba())
-        for artist, key in items:  # na ordem de ``dynamic``: colados ou desenhados
-            if key is None:
+        for (artist, _), where in zip(items, placed):  # na ordem de ``dynamic``: colados ou desenhados
+            if where is None:
                 artist.draw(renderer)
             else:
-                rows, cols, mask, values = patches[id(artist)]
-                buffer[rows, cols][mask] = values
+                (r0, r1, c0, c1, mask, values, _), row, col = where
+                buffer[r0 + row : r1 + row, c0 + col : c1 + col][mask] = values
         return encode_png(canvas.buffer_rgba())
 
 
