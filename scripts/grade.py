@@ -47,7 +47,7 @@ def wrap(text: str, indent: str = "      ", width: int = 100) -> str:
 
 
 def grade(names: list[str], workspace: Path, feedback_dir: Path) -> int:
-    available = list(CHAPTERS)
+    available = [c for c in CHAPTERS if (ROOT / "source" / c).is_dir()]  # os capítulos deste curso
     unknown = sorted(set(names) - set(available))
     if unknown:
         print(f"capítulos desconhecidos: {', '.join(unknown)}; disponíveis: {', '.join(available)}")

@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    available = list(CHAPTERS)
+    available = [c for c in CHAPTERS if (ROOT / "source" / c).is_dir()]  # os capítulos deste curso
     unknown = sorted(set(args.chapters) - set(available))
     if unknown:
         print(f"capítulos desconhecidos: {', '.join(unknown)}; disponíveis: {', '.join(available)}")
