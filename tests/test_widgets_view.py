@@ -178,3 +178,15 @@ def test_cancel_stops_the_prefetch():
     renderer.cancel(timeout=30)
     assert not renderer.thread.is_alive()
     assert len(explorer.calls) < 200
+
+
+def test_blit_does_not_reuse_a_text_cut_by_the_border():
+    fig = Figure(figsize=(3, 2))
+    text = fig.text(0.5, 0.0, "cortado", ha="center", va="center", fontsize=14)
+    blit = Blit(fig, [text])
+    figure_png(fig)  # metade do texto fica fora da figura
+    text.set_position((0.5, 0.5))
+    fast = _pixels(figure_png(fig))
+    del fig.blit
+    full = _pixels(figure_png(fig))
+    assert blit._patches and abs(_blur(fast) - _blur(full)).max() < 90, "o texto cortado foi colado no meio"

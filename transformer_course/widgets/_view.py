@@ -205,7 +205,6 @@ class Blit:
 
     def _axis_items(self, axis: Axis, renderer) -> Iterator[tuple[Artist, Hashable]]:
         """As partes de um eixo, como em ``Axis.draw``, cada uma com a chave do seu desenho."""
-        labels = []
         # a posição de um traço de marca na tela: o valor da marca, os limites e a caixa dos eixos
         frame = (tuple(np.round(axis.get_view_interval(), 9)), axis.axes.bbox.bounds)
         for tick in axis._update_ticks():
@@ -218,14 +217,11 @@ class Blit:
                     yield line, (where, name, *_line_style(line))
             for label in (tick.label1, tick.label2):
                 if label.get_visible() and label.get_text():
-                    labels.append(_text_key(label))
-                    yield label, labels[-1]
-        # o rótulo do eixo se afasta dos rótulos das marcas: a posição dele só muda com eles
-        label_key = (axis.label.get_text(), tuple(labels))
+                    yield label, _text_key(label)
+        # o rótulo do eixo se afasta dos rótulos das marcas: posição recalculada (sem desenhar)
         if axis.label.get_visible() and axis.label.get_text():
-            if (id(axis.label), label_key) not in self._patches:
-                axis._update_label_position(renderer)
-            yield axis.label, label_key
+            axis._update_label_position(renderer)
+            yield axis.label, _text_key(axis.label)
         offset = axis.major.formatter.get_offset()
         if offset and axis.offsetText.get_visible():
             axis._update_offset_text_position(*axis._get_ticklabel_bboxes(axis._update_ticks(), renderer))
@@ -270,6 +266,12 @@ class Blit:
             return False
         return np.array_equal(self._pixels[r0 + row : r1 + row, c0 + col : c1 + col][mask], under)
 
+    def _cut(self, patch: tuple, row: int, col: int) -> bool:
+        """O desenho encosta na borda da figura (pode ter sido cortado)?"""
+        r0, r1, c0, c1 = patch[:4]
+        height, width = self._pixels.shape[:2]
+        return r1 > r0 and (r0 + row <= 0 or c0 + col <= 0 or r1 + row >= height or c1 + col >= width)
+
     def png(self, dpi: float = DPI) -> bytes:
         canvas = self._draw_background(dpi)
         renderer = canvas.get_renderer()
@@ -284,13 +286,21 @@ class Blit:
                 continue
             if isinstance(key, _At):
                 # um texto já desenhado em qualquer lugar é colado aqui, na âncora arredondada ao
-                # pixel (no máximo meio pixel de diferença), se o fundo embaixo for o mesmo
-                row, col, key = height - round(key.y), round(key.x), ("texto", key.look)
+                # pixel (no máximo meio pixel de diferença), se o fundo embaixo for o mesmo; um
+                # texto cortado pela borda da figura só vale onde foi desenhado
+                row, col = height - round(key.y), round(key.x)
+                anywhere, here = ("texto", key.look), ("texto", key.look, row, col)
+                patch = self._patches.get(anywhere)
+                if patch is None or not self._fits(patch, row, col):
+                    patch = self._patches.get(here)
+                if patch is None:
+                    patch = self._patch(canvas, renderer, artist, row, col)
+                    self._patches[here if self._cut(patch, row, col) else anywhere] = patch
             else:
                 row, col, key = 0, 0, (id(artist), key)
-            patch = self._patches.get(key)
-            if patch is None or not self._fits(patch, row, col):
-                patch = self._patches[key] = self._patch(canvas, renderer, artist, row, col)
+                patch = self._patches.get(key)
+                if patch is None:
+                    patch = self._patches[key] = self._patch(canvas, renderer, artist, row, col)
             placed.append((patch, row, col))
         canvas.restore_region(self._background)
         buffer = np.asarray(canvas.buffer_rgba())
