@@ -33,6 +33,14 @@ def test_experiment_is_deterministic_and_leaves_threads_alone():
     assert torch.get_num_threads() == threads
 
 
+def test_experiment_reusing_layers_gives_the_same_numbers():
+    """O experimento reaproveita as camadas entre medidas: os números são os de pilhas novas, bit a bit."""
+    reused = ln_gradient_experiment(max_depth=4, n_seeds=2)
+    for (norm_first, depth), value in reused.items():
+        fresh = torch.stack([gradient_norms_at_init(depth, norm_first, seed=s) for s in range(2)]).mean(dim=0)
+        assert torch.equal(value, fresh)
+
+
 def test_last_layer_claims_of_the_notebook(results):
     """Post-LN: a última camada fica no mesmo patamar para L = 1..12; Pre-LN: cai com L."""
     post = torch.stack([results[(False, d)][-1] for d in range(1, 13)])
