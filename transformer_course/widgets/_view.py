@@ -169,6 +169,10 @@ class Blit:
     def invalidate(self) -> None:
         self._background = None
 
+    def forget_pixels(self) -> None:
+        """Esquece os pedaços já desenhados (textos, marcas): a próxima visita desenha tudo o que muda."""
+        self._patches.clear()
+
     def _draw_background(self, dpi: float) -> FigureCanvasAgg:
         fig, canvas = self.fig, _agg_canvas(self.fig)
         fig.dpi = dpi
