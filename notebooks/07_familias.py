@@ -19,7 +19,7 @@
 # 1. montar, com os mesmos blocos dos capítulos 3 a 5, as três famílias: só-codificador
 #    (*encoder-only*), só-decodificador (*decoder-only*) e codificador-decodificador
 #    (*encoder-decoder*), e dizer qual serve para qual tarefa;
-# 2. treinar aqui mesmo, em menos de um minuto de CPU, um GPT de caracteres com a prosa deste curso;
+# 2. treinar aqui mesmo, em menos de meio minuto de CPU, um GPT de caracteres com a prosa deste curso;
 # 3. escrever a geração autorregressiva (*autoregressive generation*): gulosa, com temperatura e com top-k;
 # 4. contar e medir o custo da atenção, que cresce com o quadrado do comprimento da sequência;
 # 5. ler a lei de escala (*scaling law*) de Kaplan et al. (2020) com as constantes do artigo, e o que ela
@@ -28,7 +28,7 @@
 # **Pré-requisitos.** Capítulos 2 a 6: atenção, múltiplas cabeças, camadas do codificador e do
 # decodificador, máscaras, laço de treino e entropia cruzada.
 #
-# **Tempo estimado.** 90 a 120 minutos (o notebook inteiro roda em cerca de um minuto e meio).
+# **Tempo estimado.** 90 a 120 minutos (o notebook inteiro roda em menos de um minuto).
 #
 # **Legenda de formas** (a mesma em todo o curso): B lote (*batch*), T comprimento da sequência,
 # D `d_model`, H cabeças, Dk = D/H, F `d_ff`, V vocabulário, S comprimento da fonte (atenção cruzada).
@@ -156,7 +156,8 @@ assert_causal(gpt_teste, x, seeded_generator(2), vocab_size=20)
 vocab_datas = DateVocab()
 torch.manual_seed(0)
 tradutor = DateSeq2Seq(vocab_datas.size, d_model=48, n_heads=4, n_layers=1, d_ff=96).to(device)
-hist_datas = train_dates(tradutor, vocab_datas, steps=10 if RAPIDO else 200, lr=5e-3, max_seconds=20.0)
+hist_datas = train_dates(tradutor, vocab_datas, steps=10 if RAPIDO else 150, batch_size=48, lr=1e-2,
+                         max_seconds=20.0)
 print(f"{len(hist_datas['loss'])} passos em {hist_datas['seconds'][0]:.1f} s; "
       f"perda final {hist_datas['loss'][-1]:.3f}")
 
@@ -299,44 +300,58 @@ linha_unigramas = unigram_baseline(treino, validacao, tokenizador.vocab_size)
 round(math.log(tokenizador.vocab_size), 3), round(linha_unigramas, 3)
 
 # %% [markdown]
-# O modelo: 2 blocos, $D = 64$, 4 cabeças, contexto de 64 caracteres. O treino usa AdamW, um
+# O modelo: **1 bloco**, $D = 64$, 4 cabeças, contexto de 64 caracteres. O treino usa AdamW, um
 # aquecimento curto (a rampa do capítulo 6) e depois decaimento cosseno (a taxa desce como meia onda
-# de cosseno, em vez do $1/\sqrt{s}$ de Noam), e para em 800 passos ou 45 segundos, o que
+# de cosseno, em vez do $1/\sqrt{s}$ de Noam), e para em 900 passos ou 30 segundos, o que
 # vier antes. Se o tempo acabar primeiro (máquina lenta ou ocupada), o cosseno anda pelo relógio
 # em vez de pelos passos, para a taxa ainda chegar ao fim da meia onda, e a saída avisa que o
 # treino foi cortado e quanto o orçamento inteiro alcança.
 #
 # **Como chegamos a esta receita.** Ajustamos o que a receita de CPU do nanoGPT ajusta e medimos a
-# perda na validação (nats/caractere, mesma semente, lotes de 32 × 64 caracteres). Partindo de
-# $D = 96$, taxa $3 \cdot 10^{-3}$ e 600 passos:
+# perda na validação (nats/caractere, semente 0, uma thread, `train_gpt` com taxa $10^{-2}$ e lotes
+# de 32 × 64 caracteres, salvo indicação). Uma primeira rodada, com cerca de 40 s de treino, partiu
+# de $D = 96$, taxa $3 \cdot 10^{-3}$ e 600 passos (validação 1,69) e chegou a 2 blocos, $D = 64$,
+# taxa $10^{-2}$ e 800 passos (1,57): taxas maiores ajudaram; *dropout* 0,1 (1,71) e pesos amarrados
+# com $\beta_2 = 0{,}99$ (1,72) atrapalharam; um terceiro bloco deixou o passo 40 % mais caro sem
+# baixar a perda. Para o capítulo inteiro caber em 45 s, o treino precisava caber em uns 25 s — a
+# metade. A segunda rodada (gravada em 1/12/2026, CPU de 2 núcleos compartilhada; cada linha roda
+# `train_gpt(TinyGPT(GPTConfig(V, max_len=T, d_model=D, n_layers=L, d_ff=4 * D)), ...,
+# max_steps=passos, batch_size=B, lr=taxa)`; o custo é o tempo de CPU por passo, relativo ao
+# modelo de 2 blocos com T = 64):
 #
-# | mudança | passos | custo por passo | validação |
+# | mudança (2 blocos, $D = 64$, $T = 64$, $B = 32$, salvo indicação) | passos | custo por passo | validação |
 # |---|---|---|---|
-# | nenhuma (a receita anterior) | 600 | 1 | 1,69 |
-# | taxa $6 \cdot 10^{-3}$ | 600 | 1 | 1,62 |
-# | taxa $10^{-2}$ | 600 | 1 | 1,63 |
-# | taxa $6 \cdot 10^{-3}$, só 450 passos | 450 | 1 | 1,74 |
-# | pesos amarrados (saída = *embedding*) e $\beta_2 = 0{,}99$ | 600 | 1 | 1,72 |
-# | *dropout* 0,1 | 600 | 1,36 | 1,71 |
-# | $D = 64$, taxa $6 \cdot 10^{-3}$ | 700 | 0,62 | 1,68 |
-# | $D = 64$, taxa $10^{-2}$ | 700 | 0,62 | 1,65 |
-# | $D = 64$, taxa $6 \cdot 10^{-3}$ | 1100 | 0,62 | 1,52 |
-# | $D = 48$, taxa $6 \cdot 10^{-3}$ | 1000 | 0,49 | 1,61 |
-# | $D = 64$, 3 blocos, taxa $6 \cdot 10^{-3}$ | 700 | 0,89 | 1,68 |
-# | **$D = 64$, taxa $10^{-2}$ (a receita escolhida)** | 800 | 0,62 | 1,57 |
+# | nenhuma, só metade dos passos | 400 | 1 | 2,10 |
+# | o mesmo com $\beta_2 = 0{,}99$ (o do nanoGPT) | 430 | 1 | 2,04 |
+# | $D = 48$ | 480 | 0,83 | 2,04 |
+# | FFN de $2D$ em vez de $4D$, $\beta_2 = 0{,}99$ | 620 | ≈ 0,75 (em FLOPs) | 2,15 |
+# | contexto $T = 32$ | 850 | 0,47 | 1,74 |
+# | contexto $T = 32$, $\beta_2 = 0{,}99$ | 850 | 0,47 | 1,72 |
+# | contexto $T = 32$, taxa $2 \cdot 10^{-2}$ | 850 | 0,47 | 2,11 |
+# | contexto $T = 32$, lote $B = 16$ | 1300 | 0,31 | 1,79 |
+# | 1 bloco, $T = 48$ | 1000 | ≈ 0,4 | 1,68 |
+# | 1 bloco | 800 | ≈ 0,55 | 1,66 |
+# | 1 bloco, $\beta_2 = 0{,}99$ | 800 | ≈ 0,55 | 1,66 |
+# | 1 bloco, taxa $1{,}5 \cdot 10^{-2}$ | 800 | ≈ 0,55 | 2,09 |
+# | **1 bloco (a receita escolhida)** | 900 | ≈ 0,55 | 1,64* |
 #
-# O que importou: com um minuto de CPU, o modelo está longe de convergir (a curva ainda desce no
-# fim), então ganha quem **vê mais texto por segundo**. Um modelo mais estreito dá mais passos no
-# mesmo tempo e termina mais baixo ($D = 64$ dá 1100 passos no tempo de 680 do $D = 96$); uma taxa
-# de aprendizado maior, com o aquecimento e o corte do gradiente segurando o começo, ajuda.
-# *Dropout* e pesos amarrados combatem o sobreajuste e o excesso de parâmetros, problemas que um
-# treino tão curto ainda não tem: aqui atrapalham. Um terceiro bloco deixa cada passo 40 % mais caro
-# sem baixar a perda no mesmo número de passos. Paramos em 800 passos (e não 1100) para o
-# capítulo inteiro caber em cerca de um minuto. (Medido numa CPU compartilhada, uma thread; o
-# "custo por passo" é o tempo de CPU relativo à receita anterior.)
+# O que importou: com tão pouco treino o modelo está longe de convergir (a curva ainda desce no
+# fim), e a perda depende sobretudo do **número de passos** com lotes de 2048 caracteres: metade dos
+# passos custa meio nat (2,10 contra 1,57). Encolher o passo pela largura ($D = 48$, FFN menor), pelo
+# contexto ($T = 32$) ou pelo lote ($B = 16$) deu passos baratos que aprendem menos, e no mesmo tempo
+# ficou pior. O que sobrou foi tirar um bloco inteiro: com um bloco, o passo custa pouco mais da
+# metade (0,5 a 0,6 nas medidas, que oscilam com a carga da máquina) e a curva por passo quase não
+# muda, então 900 passos cabem onde cabiam uns 500. Acima de $10^{-2}$ a taxa desanda
+# (2,09 e 2,11: o treino fica preso perto dos bigramas); $\beta_2$ não mudou nada. Duas threads em
+# vez de uma só ajudariam com a outra CPU livre; com ela ocupada (outro programa, o navegador),
+# cada passo ficou 10× mais lento (1,1 s contra 0,12 s, medido); uma thread é o seguro. O otimizador AdamW "fundido" (`fused=True`, um laço só
+# sobre os parâmetros) tira mais uns 5 % de cada passo.
+#
+# \* O corpus muda quando o texto do curso muda: com a prosa desta versão (que inclui esta tabela),
+# os mesmos 900 passos dão 1,65.
 
 # %%
-config = GPTConfig(vocab_size=tokenizador.vocab_size, max_len=64, d_model=64, n_heads=4, n_layers=2, d_ff=256)
+config = GPTConfig(vocab_size=tokenizador.vocab_size, max_len=64, d_model=64, n_heads=4, n_layers=1, d_ff=256)
 torch.manual_seed(0)
 gpt = TinyGPT(config).to(device)
 n_total = count_parameters(gpt)
@@ -346,9 +361,10 @@ n_total, n_sem_embeddings
 # %%
 # NBVAL_IGNORE_OUTPUT
 # A rodada de referência com o orçamento inteiro (gravada; o corpus muda quando o curso muda):
-REFERENCIA = {"val_loss": 1.57, "seconds": 41, "where": "gravada em 1/12/2026; segundos de CPU, uma thread"}
-historico = train_gpt(gpt, treino, validacao, max_steps=10 if RAPIDO else 800, max_seconds=45.0,
-                      batch_size=32, lr=1e-2, eval_every=10 if RAPIDO else 50)
+REFERENCIA = {"val_loss": 1.65, "seconds": 42,
+              "where": "gravada em 1/12/2026; segundos de CPU, uma thread, 2 núcleos com carga ~4"}
+historico = train_gpt(gpt, treino, validacao, max_steps=10 if RAPIDO else 900, max_seconds=30.0,
+                      batch_size=32, lr=1e-2, eval_every=10 if RAPIDO else 100)
 perda_val = historico["val_loss"][-1]
 print(training_report(historico, REFERENCIA))
 print(f"unigramas: {linha_unigramas:.3f} nats/caractere")
@@ -470,7 +486,7 @@ for titulo, t, k in (("gulosa (τ = 0)", 0.0, None), ("τ = 0,8, top-k = 10", 0.
 # provável. Com $\tau$ alto aparecem maiúsculas, dígitos e pontuação fora de lugar: a cauda da
 # distribuição ganha peso. No meio, com top-k, saem palavras curtas reais ("de", "da", "que"),
 # terminações do português ("-ção", "-mente") e espaços nos lugares certos — de um modelo minúsculo
-# (a contagem está impressa na seção 2) que treinou menos de um minuto. Quanto mais passos o treino conseguir dar na
+# (a contagem está impressa na seção 2) que treinou menos de meio minuto. Quanto mais passos o treino conseguir dar na
 # sua máquina, mais legível fica.
 #
 # ### 3.1 Explore: temperatura, top-k e prompt
@@ -540,7 +556,7 @@ hidden_check("07_familias", "test_attention_cost_hidden", globals())(attention_c
 # %%
 # NBVAL_IGNORE_OUTPUT
 comprimentos = [64, 128, 256] if RAPIDO else [256, 512, 1024, 2048, 4096]
-custo = time_attention(comprimentos, d_k=64, repeats=5, device=device)
+custo = time_attention(comprimentos, d_k=64, repeats=3, device=device)
 inclinacoes = {k: loglog_slope(custo["seq_len"][-3:], custo[k][-3:]) for k in ("naive_s", "sdpa_s")}
 {k: round(v, 2) for k, v in inclinacoes.items()}
 
@@ -651,7 +667,7 @@ plots.kaplan_figure(kaplan_loss_ref, modelos)
 # **O que a lei promete e o que não promete.** Ela descreve uma tendência medida em uma família de
 # modelos, um conjunto de dados (WebText2) e um tokenizador (BPE), com dados e treino suficientes.
 # Nosso ponto está na curva só como ilustração: medimos nats por **caractere**, num corpus minúsculo,
-# com um treino de um minuto longe da convergência — os dois números não são comparáveis. A lei não
+# com um treino de meio minuto longe da convergência — os dois números não são comparáveis. A lei não
 # diz nada sobre capacidades específicas (raciocinar, seguir instruções), nem sobre o que acontece
 # fora da faixa medida; ela vale quando o gargalo é só $N$ (com poucos dados, a perda para de cair:
 # Kaplan et al. dão também $L(N, D)$); e a divisão ótima do orçamento entre parâmetros e dados foi
@@ -734,7 +750,7 @@ plots.kaplan_figure(kaplan_loss_ref, modelos)
 #   bidirecional (entender), decodificador causal (gerar), codificador-decodificador com atenção
 #   cruzada (transformar uma sequência em outra).
 # - Um GPT de caracteres pequeno (a contagem de parâmetros está impressa nas seções 2 e 5), treinado
-#   em menos de um minuto com a prosa deste curso, fica bem abaixo da linha de base dos unigramas e
+#   em menos de meio minuto com a prosa deste curso, fica bem abaixo da linha de base dos unigramas e
 #   escreve algo que lembra português.
 # - Gerar é repetir: logits da última posição, dividir pela temperatura $\tau$, cortar no top-k,
 #   sortear com um gerador próprio, acrescentar. $\tau = 0$ é o argmax.

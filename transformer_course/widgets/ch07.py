@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from ..generation import generate, next_token_distribution
 from ..plots import PALETTE
 from ..runtime import one_thread
-from ._view import PngRenderer, interactive_png
+from ._view import Blit, PngRenderer, interactive_png
 
 __all__ = ["GenerationExplorer", "generation_widget"]
 
@@ -20,7 +20,8 @@ class GenerationExplorer:
     """Gera ``n_chars`` caracteres a partir do prompt e mostra a distribuição do próximo caractere.
 
     ``update`` roda o modelo (geração e um passo para o gráfico), troca os dados dos
-    artistas e devolve a figura; o desenho acontece ao exibi-la.
+    artistas e devolve a figura; o desenho acontece ao exibi-la. O layout é calculado uma vez (no
+    :class:`~._view.Blit`) e o PNG de cada estado redesenha só o que muda.
     """
 
     def __init__(self, model, tokenizer, n_chars: int = 60, top: int = 15):
@@ -29,15 +30,21 @@ class GenerationExplorer:
         self.fig = Figure(figsize=(10, 3.8), layout="constrained")
         ax_text, self.ax_bars = self.fig.subplots(2, 1, height_ratios=[0.45, 1])
         ax_text.axis("off")
+        # Título e texto como artistas de texto comuns (o título de um Axes é reposicionado a cada
+        # desenho completo, o que o redesenho parcial abaixo não faz).
+        self.title = ax_text.text(0.0, 1.0, "", va="top", ha="left", fontsize=10, transform=ax_text.transAxes)
         self.text = ax_text.text(
-            0.0, 1.0, "", va="top", ha="left", family="monospace", fontsize=10, transform=ax_text.transAxes
+            0.0, 0.68, "", va="top", ha="left", family="monospace", fontsize=10, transform=ax_text.transAxes
         )
         self.bars = self.ax_bars.bar(np.arange(top), np.zeros(top), color=PALETTE[0])
         self.ax_bars.set_ylim(0, 1)
         self.ax_bars.set_ylabel("probabilidade")
         self.ax_bars.set_xlabel("próximo caractere depois do prompt (os mais prováveis a τ = 1)")
         self.ax_bars.set_xticks(np.arange(top))
-        self.title = ax_text.set_title("", loc="left", fontsize=10)
+        # Só o texto, o título, as barras e os rótulos do eixo x mudam de um estado para outro: o
+        # resto (eixos, grade, rótulo do eixo y) é desenhado uma vez e reaproveitado em pixels.
+        self.ax_bars.set_xticklabels(["M"] * top)  # o layout é calculado com rótulos de verdade
+        self.blit = Blit(self.fig, [self.text, self.title, *self.bars, self.ax_bars.xaxis])
 
     def update(
         self, temperature: float = 0.8, top_k: int = 0, prompt: str = "A atenção ", seed: int = 0
@@ -48,12 +55,7 @@ class GenerationExplorer:
         disputando núcleos ocupados deixam cada passo dezenas de vezes mais lento.
         """
         with one_thread():
-            fig = self._update(temperature, top_k, prompt, seed)
-        if fig.get_layout_engine() is not None:
-            # Layout calculado no primeiro desenho e congelado: refazê-lo a cada movimento custa caro.
-            fig.draw_without_rendering()
-            fig.set_layout_engine("none")
-        return fig
+            return self._update(temperature, top_k, prompt, seed)
 
     def _update(self, temperature: float, top_k: int, prompt: str, seed: int) -> Figure:
         prompt = prompt or " "
@@ -122,7 +124,8 @@ def _bench_explorer() -> GenerationExplorer:
 
     tokenizer = CharTokenizer(course_corpus())
     torch.manual_seed(0)
-    model = TinyGPT(GPTConfig(vocab_size=tokenizer.vocab_size)).eval()
+    config = GPTConfig(tokenizer.vocab_size, max_len=64, d_model=64, n_heads=4, n_layers=1, d_ff=256)
+    model = TinyGPT(config).eval()  # o mesmo tamanho do GPT da seção 2 do notebook
     return GenerationExplorer(model, tokenizer)
 
 
