@@ -462,8 +462,8 @@ for rotulo, ids in (("sequência", seq[0]), ("anterior", alvos[0, :, 0]), ("segu
 # %%
 # NBVAL_IGNORE_OUTPUT
 cfg = NeighborConfig()
-if os.environ.get("NBGRADER_EXECUTION"):  # na correção automática, um treino curto (nada é avaliado aqui)
-    cfg = NeighborConfig(steps=15)
+if os.environ.get("NBGRADER_EXECUTION"):  # na correção automática, sem treino (nada é avaliado aqui)
+    cfg = NeighborConfig(steps=0)
 resultados = train_neighbor_models(divisors(cfg.d_model), cfg, device=device)
 {h: f"{r['accuracy']:.1%}" for h, r in resultados.items()}
 
@@ -497,8 +497,8 @@ plots.head_grid(pesos_2[0], tokens, "Duas cabeças: cada uma olha para um vizinh
 
 # %% [markdown]
 # Uma cabeça olha para a palavra anterior (a diagonal logo abaixo da principal) e a outra para a
-# seguinte (logo acima) — ninguém mandou; a divisão de trabalho saiu do treino. (Com o treino curto
-# da correção automática, os mapas ficam borrados.) Com uma cabeça só, a mesma tarefa:
+# seguinte (logo acima) — ninguém mandou; a divisão de trabalho saiu do treino. (Na correção automática,
+# que pula o treino, os mapas saem ao acaso.) Com uma cabeça só, a mesma tarefa:
 
 # %%
 with torch.no_grad():

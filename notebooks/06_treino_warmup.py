@@ -85,13 +85,6 @@ device = get_device()
 torch.set_num_threads(1)
 # Na correção automática (nbgrader), os experimentos longos encolhem; as notas não dependem deles.
 RAPIDO = bool(os.environ.get("NBGRADER_EXECUTION"))
-if RAPIDO:  # e cada figura é desenhada uma vez só, sem o recorte das margens (que a desenha duas vezes)
-    from IPython import get_ipython
-    from IPython.core.pylabtools import select_figure_formats
-    from matplotlib_inline.config import InlineBackend
-
-    InlineBackend.instance().print_figure_kwargs = {"bbox_inches": None}
-    select_figure_formats(get_ipython(), {"png"}, bbox_inches=None)
 print(f"PyTorch {torch.__version__} | dispositivo: {device} | modo rápido: {RAPIDO}")
 
 # %% [markdown]

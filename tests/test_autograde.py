@@ -77,6 +77,16 @@ def test_autograde_end_to_end(chapter, tmp_path):
     for path, digest in hashes.items():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} foi modificado"
 
+    # Na correção, nenhuma figura é desenhada nem widget montado: no lugar, o aviso em pt-BR.
+    graded = nbformat.read(
+        course / "grading" / "autograded" / "gabarito" / chapter / f"{chapter}.ipynb", as_version=4
+    )
+    outputs = [o for c in graded.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    shown = "\n".join(str(o.get("data", {}).get("text/plain", "")) + str(o.get("text", "")) for o in outputs)
+    assert not [o for o in outputs if "image/png" in o.get("data", {})], "figura desenhada na correção"
+    assert "figura não desenhada na correção automática" in shown
+    assert "não montada na correção automática" in shown
+
     if chapter == "02_atencao":
         nbgrader(course, "generate_feedback", chapter)
         html = (course / "grading" / "feedback" / "sem_escala" / chapter / f"{chapter}.html").read_text()

@@ -60,3 +60,24 @@ def test_messages_contract_em_with_the_article(what, expected):
         expect_shape(torch.ones(2), (3,), "f", "x (2,)", what=what)
     assert expected in str(failure.value)
     assert " em a " not in str(failure.value) and " em o " not in str(failure.value)
+
+
+def test_first_checks_import_neither_sympy_nor_dtensor():
+    """O primeiro ``assert_close`` e o oráculo da atenção não puxam o SymPy (≈0,6 s) nem o DTensor (≈1,2 s).
+
+    Num processo novo, como o kernel de um aluno: importar as verificações e corrigir o capítulo 2.
+    """
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from transformer_course.attention import scaled_dot_product_attention as ref\n"
+        "from transformer_course.checks import check_scaled_dot_product_attention as check\n"
+        "check(lambda *a, **k: ref(*a, **k))\n"
+        "heavy = [m for m in ('sympy', 'torch.distributed.tensor', 'torch._dynamo', 'seaborn') if m in sys.modules]\n"
+        "print('PESADOS', heavy)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "PESADOS []" in run.stdout, run.stdout

@@ -82,3 +82,15 @@ def test_packaged_corpus_is_in_sync(regenerated, chapter):
     assert (ROOT / rel).read_text(encoding="utf-8") == (regenerated / rel).read_text(encoding="utf-8"), (
         f"{rel} difere da regeneração; rode `make assignments` e versione o resultado"
     )
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_answer_key_runs_the_same_code_as_source(chapter):
+    """As células de código de solutions/ são as de source/, letra por letra.
+
+    Por isso o nbval executa só source/ (executar solutions/ rodaria o mesmo código outra vez).
+    """
+    source = json.loads((ROOT / "source" / chapter / f"{chapter}.ipynb").read_text())
+    solution = json.loads((ROOT / "solutions" / chapter / f"{chapter}.ipynb").read_text())
+    code = [["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"] for nb in (source, solution)]
+    assert code[0] == code[1], f"{chapter}: o gabarito não roda o mesmo código de source/"

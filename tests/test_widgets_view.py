@@ -190,3 +190,24 @@ def test_blit_does_not_reuse_a_text_cut_by_the_border():
     del fig.blit
     full = _pixels(figure_png(fig))
     assert blit._patches and abs(_blur(fast) - _blur(full)).max() < 90, "o texto cortado foi colado no meio"
+
+
+def test_grading_mode_draws_no_figure_and_builds_no_widget(monkeypatch):
+    """Na correção automática (num kernel), figuras e widgets viram um aviso, sem custo de desenho."""
+    import IPython
+    from matplotlib.figure import Figure
+
+    from transformer_course import plots, widgets
+    from transformer_course.positional import sinusoidal_encoding
+
+    pe = sinusoidal_encoding(50, 32)
+    assert isinstance(plots.sinusoidal_figure(pe), Figure)  # fora da correção: a figura
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    assert isinstance(plots.sinusoidal_figure(pe), Figure)  # fora de um kernel: também
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())
+    drawn = plots.sinusoidal_figure(pe)
+    assert isinstance(drawn, plots.FigureNotDrawn)
+    assert "sinusoidal_figure(): figura não desenhada na correção automática" in repr(drawn)
+    box = widgets.noam_widget()
+    assert "noam_widget(): exploração interativa, não montada" in repr(box)
+    assert "<em>" in box._repr_html_()

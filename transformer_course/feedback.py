@@ -43,8 +43,25 @@ __all__ = [
 ]
 
 
-# A primeira chamada de `assert_close` num processo importa módulos pesados (~2 s); pagamos isso
-# aqui, na importação, e não dentro da primeira célula corrigida.
+def _skip_dtensor_import() -> None:
+    """Evita que o primeiro ``assert_close`` importe ``torch.distributed.tensor`` (≈1,2 s por kernel).
+
+    Desde o PyTorch 2.13 (pytorch/pytorch#176895), ``assert_close`` desembrulha DTensors e, para
+    isso, importa ``torch.distributed.tensor`` (que puxa o SymPy) na primeira comparação de cada
+    processo. O curso nunca cria um DTensor; sem o módulo carregado, nenhum tensor pode ser um.
+    Se o módulo já foi importado, ou se o PyTorch mudar o nome, nada muda.
+    """
+    import sys
+
+    from torch.testing import _comparison
+
+    if "torch.distributed.tensor" not in sys.modules and hasattr(_comparison, "_HAS_DTENSOR"):
+        _comparison._HAS_DTENSOR = False
+
+
+_skip_dtensor_import()
+# A primeira chamada de `assert_close` num processo ainda carrega o resto da comparação; pagamos
+# isso aqui, na importação, e não dentro da primeira célula corrigida.
 torch.testing.assert_close(torch.zeros(1), torch.zeros(1))
 
 

@@ -8,11 +8,29 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Callable, Iterator
 
 import torch
 
-__all__ = ["dtype_name", "get_device", "isolated", "one_thread", "seeded_generator", "single_threaded"]
+__all__ = [
+    "dtype_name",
+    "get_device",
+    "grading_mode",
+    "isolated",
+    "one_thread",
+    "seeded_generator",
+    "single_threaded",
+]
+
+
+def grading_mode() -> bool:
+    """O notebook roda na correção automática? (o nbgrader define ``NBGRADER_EXECUTION``)
+
+    Nesse modo ninguém olha figuras nem move controles: os experimentos longos encolhem, as
+    figuras não são desenhadas e os widgets não são montados. As notas não dependem de nada disso.
+    """
+    return bool(os.environ.get("NBGRADER_EXECUTION"))
 
 
 def get_device(prefer: str | None = None) -> torch.device:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
@@ -43,7 +44,8 @@ NOT_3D = (
 
 def _oracle(Q, K, V, mask):
     """Saída e pesos pelo ``F.scaled_dot_product_attention`` (pesos: V = identidade)."""
-    batch, k_len = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2]), K.size(-2)
+    # O NumPy, não `torch.broadcast_shapes`: este importa o SymPy (≈0,6 s) na primeira chamada.
+    batch, k_len = np.broadcast_shapes(tuple(Q.shape[:-2]), tuple(K.shape[:-2])), K.size(-2)
     eye = torch.eye(k_len, dtype=Q.dtype, device=Q.device).expand(*batch, k_len, k_len)
     Qb, Kb, Vb = (t.expand(*batch, *t.shape[-2:]) for t in (Q, K, V))
     return tuple(F.scaled_dot_product_attention(Qb, Kb, v, attn_mask=mask) for v in (Vb, eye))

@@ -122,7 +122,9 @@ def _train_all(head_counts: list[int], cfg: NeighborConfig, device) -> dict[int,
     for n_heads in head_counts:
         torch.manual_seed(cfg.seed)  # mesma inicialização das embeddings para todo H
         model = NeighborModel(cfg, n_heads).to(device)
-        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        # Sem passos (a correção automática), sem otimizador: criar o primeiro num processo importa
+        # o torch._dynamo (≈2 s), mesmo sem compilar nada.
+        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr) if cfg.steps else None
         gen = torch.Generator().manual_seed(cfg.seed)
         losses = []
         for _ in range(cfg.steps):

@@ -14,6 +14,8 @@ da imagem manda só os bytes do PNG ao navegador, sem limpar e recriar uma área
 from __future__ import annotations
 
 import atexit
+import functools
+import html
 import struct
 import threading
 import weakref
@@ -31,7 +33,16 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
-__all__ = ["Blit", "PngRenderer", "encode_png", "figure_png", "interactive_png", "neighbor_values"]
+__all__ = [
+    "Blit",
+    "NotBuiltWhenGrading",
+    "PngRenderer",
+    "encode_png",
+    "figure_png",
+    "interactive_png",
+    "neighbor_values",
+    "student_only",
+]
 
 DPI = 100  # a mesma resolução com que o JupyterLab mostra uma figura (figure.dpi padrão)
 
@@ -434,6 +445,40 @@ def _same(a, b) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         return isinstance(a, (int, float)) and isinstance(b, (int, float)) and abs(a - b) < 1e-9
     return a is not None and a == b
+
+
+class NotBuiltWhenGrading:
+    """O que a célula de um widget mostra na correção automática: um aviso, não os controles."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.text = (
+            f"[{name}(): exploração interativa, não montada na correção automática "
+            "(ninguém move os controles numa devolutiva). Rode a célula no JupyterLab para usá-la.]"
+        )
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_html_(self) -> str:
+        return f"<p><em>{html.escape(self.text)}</em></p>"
+
+
+def student_only(make: Callable) -> Callable:
+    """Na correção automática (:func:`~transformer_course.runtime.grading_mode`), não monta o widget.
+
+    Montar um widget desenha a figura inicial e pré-calcula vizinhos numa thread: CPU gasta numa
+    devolutiva que não tem controles. Fora da correção, chama ``make`` sem mudar nada.
+    """
+    from ..runtime import grading_mode
+
+    @functools.wraps(make)
+    def build(*args, **kwargs):
+        if grading_mode():
+            return NotBuiltWhenGrading(make.__name__)
+        return make(*args, **kwargs)
+
+    return build
 
 
 def interactive_png(renderer: PngRenderer, controls: Mapping[str, object], prefetch: bool = True):

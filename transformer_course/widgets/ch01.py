@@ -16,7 +16,7 @@ from .. import positional
 from ..experiments.ch01 import cosine_similarity_matrix, toeplitz_deviation
 from ..plots import DIVERGING, SEQUENTIAL
 from ..runtime import one_thread
-from ._view import Blit, PngRenderer, interactive_png
+from ._view import Blit, PngRenderer, interactive_png, student_only
 
 __all__ = ["SCHEMES", "PositionalExplorer", "positional_widget"]
 
@@ -177,6 +177,7 @@ class PositionalExplorer:
         return self.fig
 
 
+@student_only
 def positional_widget(seed: int = 0):
     """Lista de esquemas e controles de d_model e comprimento ligados a um :class:`PositionalExplorer`."""
     import ipywidgets as widgets

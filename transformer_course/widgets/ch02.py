@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from ..attention import attention_entropy
 from ..experiments.ch02 import dk_weight_maps, scaling_statistics
 from ..plots import PALETTE, SEQUENTIAL
-from ._view import Blit, PngRenderer, interactive_png
+from ._view import Blit, PngRenderer, interactive_png, student_only
 
 __all__ = ["DK_OPTIONS", "DkExplorer", "dk_widget"]
 
@@ -76,6 +76,7 @@ class DkExplorer:
         return self.fig
 
 
+@student_only
 def dk_widget(seq_len: int = 8, seed: int = 0):
     """Controle deslizante de d_k ligado a um :class:`DkExplorer`."""
     import ipywidgets as widgets

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from ..experiments.ch03 import SENTENCE, NeighborConfig, divisors, encode_words, train_neighbor_models
 from ..plots import SEQUENTIAL
-from ._view import Blit, PngRenderer, interactive_png
+from ._view import Blit, PngRenderer, interactive_png, student_only
 
 __all__ = ["BENCH", "HeadsExplorer", "heads_widget"]
 
@@ -115,6 +115,7 @@ class HeadsExplorer:
         return self.fig
 
 
+@student_only
 def heads_widget(
     sentence: str = SENTENCE, results: dict[int, dict] | None = None, cfg: NeighborConfig | None = None
 ):

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 
 from ..experiments.ch04 import ln_gradient_experiment
 from ..plots.ch04 import LN_COLORS, LN_NAMES
-from ._view import Blit, PngRenderer, interactive_png
+from ._view import Blit, PngRenderer, interactive_png, student_only
 
 __all__ = ["LNGradientExplorer", "ln_gradient_widget"]
 
@@ -101,6 +101,7 @@ class LNGradientExplorer:
         return self.fig
 
 
+@student_only
 def ln_gradient_widget(results: dict[tuple[bool, int], torch.Tensor] | None = None):
     """Botões Pre-LN/Post-LN e controle de profundidade ligados a um :class:`LNGradientExplorer`."""
     import ipywidgets as widgets

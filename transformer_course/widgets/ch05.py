@@ -17,7 +17,7 @@ from ..masks import causal_mask, masked_softmax, padding_mask
 from ..plots import PALETTE, SEQUENTIAL
 from ..plots.ch05 import MASK_CMAP, NAN_COLOR
 from ..runtime import one_thread
-from ._view import Blit, PngRenderer, interactive_png
+from ._view import Blit, PngRenderer, interactive_png, student_only
 
 __all__ = ["MaskExplorer", "mask_widget"]
 
@@ -121,6 +121,7 @@ class MaskExplorer:
         return self.fig
 
 
+@student_only
 def mask_widget(max_len: int = MAX_LEN, seed: int = 0):
     """Controles de comprimento, padding, causal e lado do padding ligados a um :class:`MaskExplorer`."""
     import ipywidgets as widgets

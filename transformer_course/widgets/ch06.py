@@ -8,7 +8,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..plots import PALETTE
 from ..training import noam_lr
-from ._view import Blit, PngRenderer, interactive_png
+from ._view import Blit, PngRenderer, interactive_png, student_only
 
 __all__ = ["D_MODEL_OPTIONS", "NoamExplorer", "noam_widget"]
 
@@ -82,6 +82,7 @@ class NoamExplorer:
         return self.fig
 
 
+@student_only
 def noam_widget(n_steps: int = 20_000):
     """Controles de warmup_steps, d_model e factor ligados a um :class:`NoamExplorer`."""
     import ipywidgets as widgets

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from ..generation import generate, next_token_distribution
 from ..plots import PALETTE
 from ..runtime import one_thread
-from ._view import Blit, PngRenderer, interactive_png
+from ._view import Blit, PngRenderer, interactive_png, student_only
 
 __all__ = ["GenerationExplorer", "generation_widget"]
 
@@ -80,6 +80,7 @@ class GenerationExplorer:
         return self.fig
 
 
+@student_only
 def generation_widget(model, tokenizer, n_chars: int = 60):
     """Controles de temperatura, top-k, semente e prompt ligados a um :class:`GenerationExplorer`."""
     import ipywidgets as widgets
