@@ -240,8 +240,9 @@ _tenta("bomba de processos (3000 forks)", _bomba)
 """)
     )
 
-    # Bomba de verdade: os filhos ficam; o kernel não cria mais threads e o nbgrader desiste desta
-    # entrega (nota 0, sem pasta em autograded/). Os outros alunos seguem.
+    # Bomba de verdade: os filhos ficam até o fim do kernel. Ou o kernel segue (a bomba parou no limite
+    # de processos: a resposta certa vale os 7 pontos), ou ele não consegue criar nem mais uma thread
+    # e o nbgrader desiste desta entrega (nota 0, sem pasta em autograded/). Os outros alunos seguem.
     subs["bomba_sem_fim"] = _with_cell(
         _attack(
             f"NOME = {TOKEN[:15]!r}\n"
@@ -288,7 +289,7 @@ print("gancho registrado: cada célula seguinte (testes ocultos inclusive) apare
     return subs
 
 
-EXPECTED = {"sem_escala": 2, "bomba_sem_fim": 0}  # os demais: 7 (o gabarito)
+EXPECTED = {"sem_escala": 2}  # os demais: 7 (o gabarito); a bomba sem fim, 7 ou 0 (veja acima)
 
 # ----------------------------------------------------------------------------- a correção
 
@@ -469,6 +470,9 @@ ATTACKS = [
 @pytest.mark.parametrize("student", ["gabarito", "sem_escala", *ATTACKS, "bomba_sem_fim", "zz_depois"])
 def test_scores_unchanged(hostile_class, student):
     assert student in hostile_class["scores"], hostile_class["run"].stderr[-3000:]
+    if student == "bomba_sem_fim" and not _graded_notebook(hostile_class, student).exists():
+        assert hostile_class["scores"][student] == 0, hostile_class["scores"]  # o nbgrader desistiu dela
+        return
     assert hostile_class["scores"][student] == pytest.approx(EXPECTED.get(student, 7)), hostile_class[
         "scores"
     ]
@@ -532,10 +536,16 @@ def test_fork_bomb_limited(hostile_class):
     children = int(re.search(r"FILHOS=(\d+)", out).group(1))
     if os.geteuid() == 0:
         assert 0 < children < sandbox.MAX_PROCESSES, children
-    # A bomba sem fim derruba só a própria entrega (o nbgrader desiste dela), e nada sobra.
-    course = hostile_class["course"]
-    assert not (course / "grading" / "autograded" / "bomba_sem_fim" / CHAPTER / f"{CHAPTER}.ipynb").exists()
+    # A bomba sem fim fica no limite de processos: no máximo derruba a própria entrega (o nbgrader
+    # desiste dela); quem vem depois é corrigido, e nada sobra (test_no_process_outlives_kernel).
+    endless = hostile_class["outputs"].get("bomba_sem_fim")
+    if _graded_notebook(hostile_class, "bomba_sem_fim").exists():
+        assert endless is not None and "ESCAPOU" not in endless
     assert hostile_class["scores"]["zz_depois"] == 7
+
+
+def _graded_notebook(hostile_class, student: str) -> Path:
+    return hostile_class["course"] / "grading" / "autograded" / student / CHAPTER / f"{CHAPTER}.ipynb"
 
 
 @pytest.mark.slow

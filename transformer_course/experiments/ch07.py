@@ -92,11 +92,17 @@ def train_gpt(
     # Sem decaimento de pesos nos vetores (vieses, LayerNorm), como no nanoGPT.
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=lr,
-        betas=betas,
-        fused=device.type in ("cpu", "cuda"),  # um laço só sobre os parâmetros: ~5 % do passo na CPU
+    # Sem passos (a correção automática), sem otimizador: o primeiro de um processo importa o
+    # torch._dynamo (≈2 s), mesmo sem compilar nada.
+    optimizer = (
+        torch.optim.AdamW(
+            [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=lr,
+            betas=betas,
+            fused=device.type in ("cpu", "cuda"),  # um laço só sobre os parâmetros: ~5 % do passo na CPU
+        )
+        if max_steps > 0
+        else None
     )
     warmup = max(1.0, warmup_fraction * max_steps)
 
@@ -174,10 +180,14 @@ def train_dates(
     max_seconds: float = 15.0,
     seed: int = 0,
 ) -> dict[str, list[float]]:
-    """Treino com *teacher forcing*: o decodificador recebe o alvo deslocado e prevê o próximo caractere."""
+    """Treino com *teacher forcing*: o decodificador recebe o alvo deslocado e prevê o próximo caractere.
+
+    Com ``steps=0`` (a correção automática), não treina nem cria o otimizador.
+    """
     gen = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=device.type in ("cpu", "cuda"))
+    fused = device.type in ("cpu", "cuda")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=fused) if steps > 0 else None
     history: dict[str, list[float]] = {"step": [], "loss": []}
     start = time.perf_counter()
     model.train()
