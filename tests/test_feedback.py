@@ -75,7 +75,8 @@ def test_first_checks_import_neither_sympy_nor_dtensor():
         "from transformer_course.attention import scaled_dot_product_attention as ref\n"
         "from transformer_course.checks import check_scaled_dot_product_attention as check\n"
         "check(lambda *a, **k: ref(*a, **k))\n"
-        "heavy = [m for m in ('sympy', 'torch.distributed.tensor', 'torch._dynamo', 'seaborn') if m in sys.modules]\n"
+        "heavy = ('sympy', 'torch.distributed.tensor', 'torch._dynamo', 'seaborn')\n"
+        "heavy = [m for m in heavy if m in sys.modules]\n"
         "print('PESADOS', heavy)\n"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

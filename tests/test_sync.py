@@ -92,5 +92,7 @@ def test_answer_key_runs_the_same_code_as_source(chapter):
     """
     source = json.loads((ROOT / "source" / chapter / f"{chapter}.ipynb").read_text())
     solution = json.loads((ROOT / "solutions" / chapter / f"{chapter}.ipynb").read_text())
-    code = [["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"] for nb in (source, solution)]
+    code = [
+        ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"] for nb in (source, solution)
+    ]
     assert code[0] == code[1], f"{chapter}: o gabarito não roda o mesmo código de source/"
