@@ -77,6 +77,10 @@ c.GenerateFeedback.preprocessors = [
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 
+# O exportador HTML do nbconvert, com os modelos Jinja compilados uma vez por processo (cada
+# `generate_feedback` da API do nbgrader cria um exportador novo, que recompilaria tudo).
+c.GenerateFeedback.exporter_class = "transformer_course.instructor.preprocessors.FeedbackHTMLExporter"
+
 # Devolutiva em pt-BR: o modelo `feedback` do curso (transformer_course/templates/feedback) vem antes
 # do original do nbgrader, que continua na lista (o formgrader também pede o modelo `feedback`).
 _COURSE_PKG = importlib.util.find_spec("transformer_course").submodule_search_locations[0]
