@@ -39,12 +39,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from transformer_course.course import CHAPTERS  # noqa: E402
-from transformer_course.instructor.cluster import (  # noqa: E402  # noqa: E402
+from transformer_course.instructor.cluster import (  # noqa: E402
     DatabaseUnavailable,
     course_api,
     course_db_url,
     describe_db,
     grade_submission,
+    newest_submissions,
     prepare_gradebook,
     quiet_worker,
     register_assignment,
@@ -143,22 +144,8 @@ class GradingService:
 
     # ------------------------------------------------------------ estado (troca + pasta do curso)
     def newest_submissions(self) -> dict[tuple[str, str], tuple[dt.datetime, str]]:
-        """(aluno, capítulo) -> (carimbo, pasta) da entrega mais nova na caixa de entrada da troca."""
-        from nbgrader.utils import parse_utc
-
-        newest: dict = {}
-        for entry in self.inbound.iterdir() if self.inbound.is_dir() else []:
-            parts = entry.name.rsplit("+", 3)
-            if len(parts) < 3 or not entry.is_dir():
-                continue
-            student, chapter = parts[0], parts[1]
-            try:
-                when = parse_utc(parts[2])
-            except Exception:  # noqa: BLE001 - nome estranho na troca: ignora
-                continue
-            if (student, chapter) not in newest or when > newest[student, chapter][0]:
-                newest[student, chapter] = (when, entry.name)
-        return newest
+        """(aluno, capítulo) -> (carimbo, pasta) da entrega mais nova e completa na troca."""
+        return newest_submissions(self.inbound)
 
     def folder(self, kind: str, student: str, chapter: str) -> Path:
         directory = getattr(self.api.coursedir, f"{kind}_directory")

@@ -255,3 +255,30 @@ def test_service_killed_mid_batch_resumes(tmp_path):
         assert sorted(s.student.id for s in gb.find_assignment(CHAPTER).submissions) == sorted(subs)
     for path, digest in hashes.items():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} foi modificado"
+
+
+def test_submission_still_being_copied_is_not_collected(tmp_path):
+    """Uma pasta da troca sem ``submission_secret.txt`` (o último arquivo do ``nbgrader submit``) espera.
+
+    Na rajada de 30 envios medida por ``scripts/bench_class.py``, o serviço recolhia pastas no meio
+    da cópia: um notebook pela metade ("não é um JSON válido") ou nenhum notebook.
+    """
+    from transformer_course.instructor.cluster import newest_submissions
+
+    inbound = tmp_path / "inbound"
+    old = inbound / "ana+02_atencao+2026-12-01 10:00:00.000000 UTC+aaaa"
+    copying = inbound / "ana+02_atencao+2026-12-01 10:05:00.000000 UTC+bbbb"
+    for folder in (old, copying):
+        folder.mkdir(parents=True)
+        (folder / "02_atencao.ipynb").write_text('{"cells": [')  # a cópia ainda não terminou
+    (old / "02_atencao.ipynb").write_text("{}")
+    (old / "timestamp.txt").write_text("2026-12-01 10:00:00.000000 UTC")
+    (old / "submission_secret.txt").write_text("segredo")
+    (copying / "timestamp.txt").write_text("2026-12-01 10:05:00.000000 UTC")
+
+    found = newest_submissions(inbound)
+    assert list(found) == [("ana", "02_atencao")]
+    assert found["ana", "02_atencao"][1] == old.name  # a nova ainda não: falta o último arquivo
+    (copying / "submission_secret.txt").write_text("segredo")
+    assert newest_submissions(inbound)["ana", "02_atencao"][1] == copying.name
+    assert newest_submissions(tmp_path / "nao_existe") == {}

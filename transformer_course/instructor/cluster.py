@@ -152,6 +152,34 @@ def prepare_gradebook(url: str, course_id: str, students: list[str]) -> None:
             gb.update_or_create_student(student)
 
 
+# ====================================================================== a área de troca
+
+
+def newest_submissions(inbound: Path) -> dict:
+    """(aluno, capítulo) -> (carimbo, pasta) da entrega mais nova e **completa** em ``inbound``.
+
+    O ``nbgrader submit`` cria a pasta ``aluno+capítulo+carimbo+aleatório``, copia o notebook e só
+    então escreve ``timestamp.txt`` e, por último, ``submission_secret.txt``. Uma pasta sem esse
+    último arquivo ainda está sendo copiada: recolhê-la agora pegaria um notebook pela metade
+    ("não é um JSON válido") ou nenhum. Ela entra numa volta seguinte do serviço.
+    """
+    from nbgrader.utils import parse_utc
+
+    newest: dict = {}
+    for entry in inbound.iterdir() if inbound.is_dir() else []:
+        parts = entry.name.rsplit("+", 3)
+        if len(parts) < 3 or not entry.is_dir() or not (entry / "submission_secret.txt").is_file():
+            continue
+        student, chapter = parts[0], parts[1]
+        try:
+            when = parse_utc(parts[2])
+        except Exception:  # noqa: BLE001 - nome estranho na troca: ignora
+            continue
+        if (student, chapter) not in newest or when > newest[student, chapter][0]:
+            newest[student, chapter] = (when, entry.name)
+    return newest
+
+
 # ====================================================================== a tarefa de uma entrega
 
 
