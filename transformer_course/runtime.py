@@ -17,7 +17,9 @@ __all__ = [
     "dtype_name",
     "get_device",
     "grading_mode",
+    "in_grading_kernel",
     "isolated",
+    "notice_when_grading",
     "one_thread",
     "seeded_generator",
     "single_threaded",
@@ -31,6 +33,35 @@ def grading_mode() -> bool:
     figuras não são desenhadas e os widgets não são montados. As notas não dependem de nada disso.
     """
     return bool(os.environ.get("NBGRADER_EXECUTION"))
+
+
+def in_grading_kernel() -> bool:
+    """:func:`grading_mode` dentro de um kernel IPython (o notebook corrigido, não um teste)."""
+    if not grading_mode():
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    return get_ipython() is not None
+
+
+def notice_when_grading(notice: Callable[[str], object]) -> Callable[[Callable], Callable]:
+    """Decorador: no kernel da correção, a função devolve ``notice(nome)`` em vez de trabalhar.
+
+    Para o que ninguém vê numa devolutiva (figuras, widgets). Fora da correção, nada muda.
+    """
+
+    def decorate(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if in_grading_kernel():
+                return notice(fn.__name__)
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
 
 
 def get_device(prefer: str | None = None) -> torch.device:

@@ -10,13 +10,13 @@ e montar e desenhar cada uma custaria de 0,1 a 1 s por aluno (o mapa de calor im
 pandas e o SciPy). As notas não dependem de figuras. Fora da correção, nada muda.
 """
 
-import functools
 import importlib
 import inspect
 import pkgutil
 
 from matplotlib.figure import Figure
 
+from ..runtime import notice_when_grading
 from .common import *  # noqa: F403
 from .common import __all__ as _common_all
 
@@ -36,34 +36,13 @@ class FigureNotDrawn:
         )
 
 
-def _in_grading_kernel() -> bool:
-    from ..runtime import grading_mode
-
-    if not grading_mode():
-        return False
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    return get_ipython() is not None
-
-
-def _not_drawn_when_grading(draw):
-    """``draw`` (uma função que devolve ``Figure``), trocada por um aviso na correção automática."""
-
-    @functools.wraps(draw)
-    def figure(*args, **kwargs):
-        if _in_grading_kernel():
-            return FigureNotDrawn(draw.__name__)
-        return draw(*args, **kwargs)
-
-    return figure
-
-
 def _returns_figure(obj) -> bool:
     if not inspect.isfunction(obj):
         return False
     return inspect.signature(obj).return_annotation in ("Figure", Figure)
+
+
+_not_drawn_when_grading = notice_when_grading(FigureNotDrawn)
 
 
 for _name in list(_common_all):

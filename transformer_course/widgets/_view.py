@@ -14,7 +14,6 @@ da imagem manda só os bytes do PNG ao navegador, sem limpar e recriar uma área
 from __future__ import annotations
 
 import atexit
-import functools
 import html
 import struct
 import threading
@@ -32,6 +31,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
+
+from ..runtime import grading_mode, notice_when_grading
 
 __all__ = [
     "Blit",
@@ -464,21 +465,9 @@ class NotBuiltWhenGrading:
         return f"<p><em>{html.escape(self.text)}</em></p>"
 
 
-def student_only(make: Callable) -> Callable:
-    """Na correção automática (:func:`~transformer_course.runtime.grading_mode`), não monta o widget.
-
-    Montar um widget desenha a figura inicial e pré-calcula vizinhos numa thread: CPU gasta numa
-    devolutiva que não tem controles. Fora da correção, chama ``make`` sem mudar nada.
-    """
-    from ..runtime import grading_mode
-
-    @functools.wraps(make)
-    def build(*args, **kwargs):
-        if grading_mode():
-            return NotBuiltWhenGrading(make.__name__)
-        return make(*args, **kwargs)
-
-    return build
+# Na correção automática, num kernel, o widget não é montado: montar desenha a figura inicial e
+# pré-calcula vizinhos numa thread, CPU gasta numa devolutiva que não tem controles.
+student_only = notice_when_grading(NotBuiltWhenGrading)
 
 
 def interactive_png(renderer: PngRenderer, controls: Mapping[str, object], prefetch: bool = True):
@@ -487,8 +476,6 @@ def interactive_png(renderer: PngRenderer, controls: Mapping[str, object], prefe
     ``prefetch``: depois de cada movimento, e logo ao criar (fora da correção automática), desenha
     numa thread os vizinhos de um passo; ao criar, um por controle, na direção "para cima".
     """
-    import os
-
     import ipywidgets as widgets
 
     def state() -> dict:
@@ -506,7 +493,7 @@ def interactive_png(renderer: PngRenderer, controls: Mapping[str, object], prefe
     for name, control in controls.items():
         control.observe(lambda change, name=name: moved(name, change), names="value")
     image.renderer, image.controls = renderer, dict(controls)  # para `make bench` mover os controles
-    if prefetch and not os.environ.get("NBGRADER_EXECUTION"):
+    if prefetch and not grading_mode():
         start = state()
         first_moves = []
         for name, control in controls.items():
