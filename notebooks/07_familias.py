@@ -159,7 +159,8 @@ tradutor = DateSeq2Seq(vocab_datas.size, d_model=48, n_heads=4, n_layers=1, d_ff
 # Na correção automática, sem treino (nada aqui é avaliado): 0 passos.
 hist_datas = train_dates(tradutor, vocab_datas, steps=0 if RAPIDO else 150, batch_size=48, lr=1e-2,
                          max_seconds=20.0)
-print(f"{len(hist_datas['loss'])} passos em {hist_datas['seconds'][0]:.1f} s; "
+print(f"{len(hist_datas['loss'])} passos em {hist_datas['seconds'][0]:.1f} s "
+      f"({int(hist_datas['threads'][0])} thread(s)); "
       f"perda final {hist_datas['loss'][-1] if hist_datas['loss'] else float('nan'):.3f}")
 
 # %%
@@ -303,53 +304,63 @@ round(math.log(tokenizador.vocab_size), 3), round(linha_unigramas, 3)
 # %% [markdown]
 # O modelo: **1 bloco**, $D = 64$, 4 cabeças, contexto de 64 caracteres. O treino usa AdamW, um
 # aquecimento curto (a rampa do capítulo 6) e depois decaimento cosseno (a taxa desce como meia onda
-# de cosseno, em vez do $1/\sqrt{s}$ de Noam), e para em 900 passos ou 30 segundos, o que
-# vier antes. Se o tempo acabar primeiro (máquina lenta ou ocupada), o cosseno anda pelo relógio
-# em vez de pelos passos, para a taxa ainda chegar ao fim da meia onda, e a saída avisa que o
-# treino foi cortado e quanto o orçamento inteiro alcança.
+# de cosseno, em vez do $1/\sqrt{s}$ de Noam), e para em 700 passos ou 22 segundos, o que vier
+# antes. Se o tempo acabar primeiro (máquina lenta ou ocupada), o cosseno anda pelo relógio em vez
+# de pelos passos, para a taxa ainda chegar ao fim da meia onda, e a saída avisa que o treino foi
+# cortado e quanto o orçamento inteiro alcança.
+#
+# **Threads.** Os primeiros passos se revezam entre 1 e 2 threads do PyTorch (e 4, se a máquina
+# tiver núcleos para isso), e o resto do treino usa a mais rápida; a saída mostra o que foi medido.
+# Numa CPU livre, duas threads dividem cada multiplicação de matrizes e o passo fica mais curto. Se
+# outro programa ocupa um núcleo, duas threads ficam **mais lentas** que uma: a cada operação uma
+# espera a outra, que está sem CPU. Medir na hora decide pelos dois casos.
 #
 # **Como chegamos a esta receita.** Ajustamos o que a receita de CPU do nanoGPT ajusta e medimos a
-# perda na validação (nats/caractere, semente 0, uma thread, `train_gpt` com taxa $10^{-2}$ e lotes
-# de 32 × 64 caracteres, salvo indicação). Uma primeira rodada, com cerca de 40 s de treino, partiu
-# de $D = 96$, taxa $3 \cdot 10^{-3}$ e 600 passos (validação 1,69) e chegou a 2 blocos, $D = 64$,
-# taxa $10^{-2}$ e 800 passos (1,57): taxas maiores ajudaram; *dropout* 0,1 (1,71) e pesos amarrados
-# com $\beta_2 = 0{,}99$ (1,72) atrapalharam; um terceiro bloco deixou o passo 40 % mais caro sem
-# baixar a perda. Para o capítulo inteiro caber em 45 s, o treino precisava caber em uns 25 s — a
-# metade. A segunda rodada (gravada em 1/12/2026, CPU de 2 núcleos compartilhada; cada linha roda
-# `train_gpt(TinyGPT(GPTConfig(V, max_len=T, d_model=D, n_layers=L, d_ff=4 * D)), ...,
-# max_steps=passos, batch_size=B, lr=taxa)`; o custo é o tempo de CPU por passo, relativo ao
-# modelo de 2 blocos com T = 64):
+# perda em **todo** o texto de validação (`estimate_loss`: cada caractere previsto uma vez, sem
+# sorteio). Cada linha da tabela abaixo treinou com semente 0 e uma thread, sem limite de tempo; o
+# custo é o tempo de CPU por passo dividido pelo da receita escolhida. A tabela é a saída de
+# `python scripts/bench_gpt.py --jobs 2`, gravada em 1/12/2026:
 #
-# | mudança (2 blocos, $D = 64$, $T = 64$, $B = 32$, salvo indicação) | passos | custo por passo | validação |
+# | mudança | passos | custo por passo | validação |
 # |---|---|---|---|
-# | nenhuma, só metade dos passos | 400 | 1 | 2,10 |
-# | o mesmo com $\beta_2 = 0{,}99$ (o do nanoGPT) | 430 | 1 | 2,04 |
-# | $D = 48$ | 480 | 0,83 | 2,04 |
-# | FFN de $2D$ em vez de $4D$, $\beta_2 = 0{,}99$ | 620 | ≈ 0,75 (em FLOPs) | 2,15 |
-# | contexto $T = 32$ | 850 | 0,47 | 1,74 |
-# | contexto $T = 32$, $\beta_2 = 0{,}99$ | 850 | 0,47 | 1,72 |
-# | contexto $T = 32$, taxa $2 \cdot 10^{-2}$ | 850 | 0,47 | 2,11 |
-# | contexto $T = 32$, lote $B = 16$ | 1300 | 0,31 | 1,79 |
-# | 1 bloco, $T = 48$ | 1000 | ≈ 0,4 | 1,68 |
-# | 1 bloco | 800 | ≈ 0,55 | 1,66 |
-# | 1 bloco, $\beta_2 = 0{,}99$ | 800 | ≈ 0,55 | 1,66 |
-# | 1 bloco, taxa $1{,}5 \cdot 10^{-2}$ | 800 | ≈ 0,55 | 2,09 |
-# | **1 bloco (a receita escolhida)** | 900 | ≈ 0,55 | 1,64* |
+# | **a receita: 1 bloco, $D = 64$, $T = 64$, $B = 32$, taxa $10^{-2}$** | 700 | 1,00 | 1,593 |
+# | a mesma, só 500 passos | 500 | 1,09 | 1,856 |
+# | a mesma, 900 passos | 900 | 1,02 | 1,508 |
+# | 2 blocos | 700 | 1,86 | 1,598 |
+# | 2 blocos, 390 passos (o tempo de 700 com 1 bloco) | 390 | 1,85 | 2,395 |
+# | $\beta_2 = 0{,}99$ (o do nanoGPT) | 700 | 0,97 | 1,587 |
+# | taxa $1{,}3 \cdot 10^{-2}$ | 700 | 0,92 | 1,636 |
+# | taxa $5 \cdot 10^{-3}$ | 700 | 1,03 | 1,635 |
+# | $D = 48$, 900 passos | 900 | 0,84 | 1,597 |
+# | FFN de $2D$ em vez de $4D$, 850 passos | 850 | 0,82 | 1,580 |
+# | contexto $T = 32$, lote $B = 64$ (os mesmos caracteres por passo) | 700 | 1,02 | 1,569 |
+# | lote $B = 24$, 950 passos | 950 | 0,83 | 1,556 |
+# | 2 cabeças em vez de 4 | 700 | 0,86 | 1,617 |
+# | *dropout* 0,1 | 700 | 1,56 | 1,727 |
+# | pesos amarrados (a saída reusa o embedding) | 700 | 1,07 | 2,301 |
 #
 # O que importou: com tão pouco treino o modelo está longe de convergir (a curva ainda desce no
-# fim), e a perda depende sobretudo do **número de passos** com lotes de 2048 caracteres: metade dos
-# passos custa meio nat (2,10 contra 1,57). Encolher o passo pela largura ($D = 48$, FFN menor), pelo
-# contexto ($T = 32$) ou pelo lote ($B = 16$) deu passos baratos que aprendem menos, e no mesmo tempo
-# ficou pior. O que sobrou foi tirar um bloco inteiro: com um bloco, o passo custa pouco mais da
-# metade (0,5 a 0,6 nas medidas, que oscilam com a carga da máquina) e a curva por passo quase não
-# muda, então 900 passos cabem onde cabiam uns 500. Acima de $10^{-2}$ a taxa desanda
-# (2,09 e 2,11: o treino fica preso perto dos bigramas); $\beta_2$ não mudou nada. Duas threads em
-# vez de uma só ajudariam com a outra CPU livre; com ela ocupada (outro programa, o navegador),
-# cada passo ficou 10× mais lento (1,1 s contra 0,12 s, medido); uma thread é o seguro. O otimizador AdamW "fundido" (`fused=True`, um laço só
-# sobre os parâmetros) tira mais uns 5 % de cada passo.
+# fim), e a perda depende sobretudo do **número de passos**: 500 em vez de 700 custam 0,26 nat, e
+# 900 ainda ganhariam 0,09. Um segundo bloco não baixa a perda no mesmo número de passos (1,598
+# contra 1,593) e deixa cada passo 1,9× mais caro; no mesmo tempo, com 390 passos, fica muito pior
+# (2,40). A taxa de $10^{-2}$ foi a melhor das três; $\beta_2$ não mudou nada. O *dropout* serve
+# contra o sobreajuste, que não temos com tão pouco treino, e na CPU encarece o passo em mais da
+# metade. Amarrar os pesos da entrada e da saída, que ajuda modelos maiores, aqui atrapalhou muito.
+# As trocas que tornam o passo mais barato (largura $D = 48$, FFN de $2D$, lote de 24) e gastam a
+# economia em mais passos ficam perto da receita: de 0,04 abaixo (o lote de 24, com uns 10 % a mais
+# de tempo) a 0,01 acima. Duas rodadas da própria receita, uma com 1 e outra com 2 threads, já
+# diferem em 0,01 (as somas em ponto flutuante mudam de ordem e o treino segue outro caminho):
+# nada ali ganha com folga, e ficamos com a receita mais simples. O custo por passo também oscila
+# uns 10 % de uma rodada para outra (as duas primeiras linhas fazem o mesmo passo).
 #
-# \* O corpus muda quando o texto do curso muda: com a prosa desta versão (que inclui esta tabela),
-# os mesmos 900 passos dão 1,65.
+# Duas escolhas fora da tabela pesaram mais que quase todas as linhas dela. A perda é medida no
+# texto de validação inteiro: numa versão anterior, estimada em 4 lotes sorteados, o mesmo modelo
+# media de 1,62 a 1,74 conforme a semente do sorteio, mais que a distância entre a maioria das
+# receitas. E as tabelas dos capítulos (como a de cima) saíram do corpus: números e barras não são
+# prosa. Com elas no treino e na validação, a receita com 900 passos media 1,63; sem elas, 1,51.
+#
+# O corpus muda quando o texto do curso muda, e com ele a perda: os números acima valem para a prosa
+# desta versão.
 
 # %%
 config = GPTConfig(vocab_size=tokenizador.vocab_size, max_len=64, d_model=64, n_heads=4, n_layers=1, d_ff=256)
@@ -362,9 +373,9 @@ n_total, n_sem_embeddings
 # %%
 # NBVAL_IGNORE_OUTPUT
 # A rodada de referência com o orçamento inteiro (gravada; o corpus muda quando o curso muda):
-REFERENCIA = {"val_loss": 1.65, "seconds": 42,
-              "where": "gravada em 1/12/2026; segundos de CPU, uma thread, 2 núcleos com carga ~4"}
-historico = train_gpt(gpt, treino, validacao, max_steps=0 if RAPIDO else 900, max_seconds=30.0,
+REFERENCIA = {"val_loss": 1.60, "seconds": 17,
+              "where": "gravada em 1/12/2026; 2 núcleos livres, 2 threads"}
+historico = train_gpt(gpt, treino, validacao, max_steps=0 if RAPIDO else 700, max_seconds=22.0,
                       batch_size=32, lr=1e-2, eval_every=100)  # na correção automática, sem treino
 perda_val = historico["val_loss"][-1]
 print(training_report(historico, REFERENCIA))
@@ -487,8 +498,8 @@ for titulo, t, k in (("gulosa (τ = 0)", 0.0, None), ("τ = 0,8, top-k = 10", 0.
 # provável. Com $\tau$ alto aparecem maiúsculas, dígitos e pontuação fora de lugar: a cauda da
 # distribuição ganha peso. No meio, com top-k, saem palavras curtas reais ("de", "da", "que"),
 # terminações do português ("-ção", "-mente") e espaços nos lugares certos — de um modelo minúsculo
-# (a contagem está impressa na seção 2) que treinou menos de meio minuto. Quanto mais passos o treino conseguir dar na
-# sua máquina, mais legível fica.
+# (a contagem está impressa na seção 2) que treinou menos de meio minuto. Quanto mais passos o
+# treino conseguir dar na sua máquina, mais legível fica.
 #
 # ### 3.1 Explore: temperatura, top-k e prompt
 #
@@ -567,7 +578,12 @@ inclinacoes = {k: loglog_slope(custo["seq_len"][-3:], custo[k][-3:]) for k in ("
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-memoria = measure_attention_memory(comprimentos[:3] if RAPIDO else comprimentos[:-1], d_k=64, device=device)
+# Na correção automática, sem esta medida (nada aqui é avaliado; só abrir o profiler custa ~2 s).
+memoria = (
+    {"seq_len": [], "naive_bytes": [], "sdpa_bytes": []}
+    if RAPIDO
+    else measure_attention_memory(comprimentos[:-1], d_k=64, device=device)
+)
 {n: (round(a / 2**20, 2), round(b / 2**20, 2)) for n, a, b in zip(*memoria.values())}
 
 # %%

@@ -71,3 +71,55 @@ def test_schedule_follows_time_when_time_runs_out_first(monkeypatch):
     assert history["cut_by_time"] == [1.0] and history["step"][-1] < 1000
     assert seen[0] == 1.0 and abs(seen[-1] - 0.1) < 0.05, f"a taxa terminou em {seen[-1]:.3f}"
     assert all(a >= b - 1e-9 for a, b in zip(seen[1:], seen[2:])), "o cosseno não é monótono"
+
+
+def test_estimate_loss_is_the_mean_over_every_held_out_character():
+    """Sem sorteio: cada caractere (depois do primeiro) é previsto uma vez, com o contexto da janela."""
+    from torch.nn import functional as F
+
+    from transformer_course.experiments.ch07 import estimate_loss
+
+    torch.manual_seed(0)
+    model = TinyGPT(GPTConfig(**SMALL)).eval()
+    data = torch.randint(13, (8 * 5 + 4,), generator=torch.Generator().manual_seed(3))  # 5 janelas e um resto
+    expected, count = 0.0, 0
+    for start in range(0, len(data) - 1, 8):
+        x = data[start : start + 8][: len(data) - 1 - start]
+        y = data[start + 1 : start + 9]
+        with torch.no_grad():
+            expected += F.cross_entropy(model(x[None])[0], y, reduction="sum").item()
+        count += len(y)
+    assert count == len(data) - 1
+    got = estimate_loss(
+        model, data, block_size=8, batch_size=2
+    )  # lotes de 2 janelas: o lote não muda a conta
+    assert abs(got - expected / count) < 1e-5, (got, expected / count)
+    assert estimate_loss(model, data, block_size=8, batch_size=2) == got  # determinística: sem sorteio
+    model.train()
+    estimate_loss(model, data, block_size=8)
+    assert model.training, "estimate_loss deve devolver o modelo no modo em que o recebeu"
+
+
+def test_thread_probe_picks_a_measured_candidate_and_restores_threads():
+    import os
+
+    train, val = _data()
+    before = torch.get_num_threads()
+    torch.manual_seed(0)
+    model = TinyGPT(GPTConfig(**SMALL))
+    history = train_gpt(model, train, val, max_steps=60, max_seconds=600, batch_size=4, eval_every=30)
+    assert torch.get_num_threads() == before
+    if (os.cpu_count() or 1) >= 2:
+        assert history["probe_threads"][:2] == [1.0, 2.0] and len(history["probe_ms"]) == len(
+            history["probe_threads"]
+        )
+        fastest = history["probe_threads"][history["probe_ms"].index(min(history["probe_ms"]))]
+        assert history["threads"] == [fastest]
+        assert "a mais rápida nos primeiros passos (1 thread:" in training_report(history)
+    fixed = train_gpt(
+        model, train, val, max_steps=60, max_seconds=600, batch_size=4, eval_every=30, threads=1
+    )
+    assert fixed["threads"] == [1.0] and "probe_ms" not in fixed and "threads:" not in training_report(fixed)
+    short = train_gpt(model, train, val, max_steps=5, max_seconds=600, batch_size=4, eval_every=5)
+    assert "probe_ms" not in short, "um treino curto não deveria gastar passos medindo threads"
+    assert torch.get_num_threads() == before

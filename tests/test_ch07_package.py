@@ -105,6 +105,9 @@ def test_corpus_is_clean_portuguese_prose():
     assert clean_markdown("A *atenção* usa $QK^T$ e `torch.softmax` (ver [docs](http://x)) " * 3).startswith(
         "A atenção usa e"
     )
+    table = "Uma frase de prosa antes da tabela, longa o bastante.\n\n| a | b |\n|---|---|\n| 1,2 | 3 |\n"
+    assert clean_markdown(table) == "Uma frase de prosa antes da tabela, longa o bastante."
+    assert "|" not in text
 
 
 def test_tokenizer_split_and_baseline():

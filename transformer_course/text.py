@@ -35,7 +35,8 @@ ALLOWED = set(
 
 
 def clean_markdown(text: str) -> str:
-    """Tira fórmulas ($...$), código (`...`), links, marcação e caracteres fora de ``ALLOWED``."""
+    """Tira fórmulas ($...$), código (`...`), tabelas, links, marcação e caracteres fora de ``ALLOWED``."""
+    text = re.sub(r"^\s*\|.*$", "", text, flags=re.M)  # linhas de tabela: números e células, não prosa
     text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
     text = re.sub(r"\$[^$]*\$", " ", text)
     text = re.sub(r"`[^`]*`", " ", text)
