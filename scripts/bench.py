@@ -94,13 +94,28 @@ def first_cells() -> dict[str, tuple[float, float]]:
 
 
 def notebooks() -> dict[str, float]:
+    """Executa cada capítulo; do 7, mostra também o relatório do treino do GPT (passos, perda, threads)."""
     times = {}
     for chapter in CHAPTERS:
         path = ROOT / "source" / chapter / f"{chapter}.ipynb"
+        nb = nbformat.read(path, as_version=4)
         with tempfile.TemporaryDirectory() as tmp:
-            times[chapter] = run_notebook(nbformat.read(path, as_version=4), Path(tmp))
+            times[chapter] = run_notebook(nb, Path(tmp))
         print(f"  {chapter:28s} {times[chapter]:6.1f} s", flush=True)
+        for line in _training_report_lines(nb):
+            print(f"      {line}", flush=True)
     return times
+
+
+def _training_report_lines(nb) -> list[str]:
+    """As linhas do ``training_report`` do GPT (capítulo 7) nas saídas do notebook executado."""
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "training_report(" in cell.source:
+            text = "".join(
+                o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream"
+            )
+            return [line for line in text.splitlines() if line.strip()]
+    return []
 
 
 FLOOR_ASSIGNMENT = "00_piso"
