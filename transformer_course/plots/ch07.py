@@ -84,9 +84,9 @@ def training_curves_figure(
         math.log(vocab_size),
         ls=":",
         color=PALETTE[3],
-        label=f"chute uniforme, ln V: {math.log(vocab_size):.2f}",
+        label=f"chute uniforme, ln V: {_br(math.log(vocab_size))}",
     )
-    ax.axhline(unigram, ls="--", color="gray", label=f"unigramas (sem contexto): {unigram:.2f}")
+    ax.axhline(unigram, ls="--", color="gray", label=f"unigramas (sem contexto): {_br(unigram)}")
     ax.set_xlabel("passo de otimização")
     ax.set_ylabel("entropia cruzada (nats por caractere)")
     ax.set_title(title)
