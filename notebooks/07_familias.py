@@ -347,10 +347,11 @@ round(math.log(tokenizador.vocab_size), 3), round(linha_unigramas, 3)
 # contra o sobreajuste, que não temos com tão pouco treino, e na CPU encarece o passo em mais da
 # metade. Amarrar os pesos da entrada e da saída, que ajuda modelos maiores, aqui atrapalhou muito.
 # As trocas que tornam o passo mais barato (largura $D = 48$, FFN de $2D$, lote de 24) e gastam a
-# economia em mais passos ficam perto da receita: de 0,04 abaixo (o lote de 24, com uns 10 % a mais
-# de tempo) a 0,01 acima. Duas rodadas da própria receita, uma com 1 e outra com 2 threads, já
-# diferem em 0,01 (as somas em ponto flutuante mudam de ordem e o treino segue outro caminho):
-# nada ali ganha com folga, e ficamos com a receita mais simples. O custo por passo também oscila
+# economia em mais passos ficam perto da receita: de 0,04 abaixo (o lote de 24, que no fim gasta
+# uns 13 % a mais de tempo, quando 200 passos a mais da própria receita dão 0,09) até praticamente
+# empatar ($D = 48$). Duas rodadas da própria receita, uma com 1 e outra com 2 threads, já diferem
+# em 0,01 (as somas em ponto flutuante mudam de ordem e o treino segue outro caminho): nada ali
+# ganha com folga, e ficamos com a receita mais simples. O custo por passo também oscila
 # uns 10 % de uma rodada para outra (as duas primeiras linhas fazem o mesmo passo).
 #
 # Duas escolhas fora da tabela pesaram mais que quase todas as linhas dela. A perda é medida no
