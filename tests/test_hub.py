@@ -521,6 +521,8 @@ def test_senhas_e_tokens_fora_dos_logs_e_do_repositorio(turma):
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     assert b"contas.json" not in tracked and b"jupyterhub_cookie_secret" not in tracked
     for what, value in secrets_found.items():
-        grep = subprocess.run(["git", "grep", "-q", "-F", value], cwd=ROOT, capture_output=True)
-        assert grep.returncode == 1, f"{what} aparece num arquivo do repositório"
+        # -e: uma senha pode começar com "-" (token_urlsafe) e viraria uma opção do git grep
+        grep = subprocess.run(["git", "grep", "-q", "-F", "-e", value], cwd=ROOT, capture_output=True)
+        assert grep.returncode != 0, f"{what} aparece num arquivo do repositório"
+        assert grep.returncode == 1, f"git grep falhou ({grep.returncode}): {grep.stderr.decode()}"
     assert (turma["estado"] / "hub" / "contas.json").stat().st_mode & 0o777 == 0o600
