@@ -62,6 +62,27 @@ def test_prefetch_fills_the_cache_in_a_thread():
     assert len(explorer.calls) == before, "o estado pré-calculado foi desenhado de novo"
 
 
+def test_prefetch_after_a_move_waits_before_drawing(monkeypatch):
+    """Depois de um movimento, o pré-cálculo espera ``PREFETCH_DELAY_S`` (a imagem nova sai
+    primeiro); um movimento nesse meio-tempo o cancela antes de qualquer desenho."""
+    ipywidgets = pytest.importorskip("ipywidgets")
+    from transformer_course.widgets import _view
+
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")  # sem pré-cálculo inicial
+    monkeypatch.setattr(_view, "PREFETCH_DELAY_S", 0.5)
+    explorer = Counting()
+    slider = ipywidgets.IntSlider(value=1, min=0, max=9)
+    image = interactive_png(PngRenderer(explorer.update), {"x": slider})
+    slider.value = 2
+    assert [x for x, _ in explorer.calls] == [1, 2], "o estado pedido não foi desenhado na hora"
+    first = image.renderer.thread
+    slider.value = 3  # antes de acabar a espera: os vizinhos de 2 não são mais os certos
+    first.join(timeout=30)
+    assert [x for x, _ in explorer.calls] == [1, 2, 3], "o pré-cálculo cancelado desenhou mesmo assim"
+    image.renderer.thread.join(timeout=30)
+    assert image.renderer.cached(x=4) and image.renderer.cached(x=2)
+
+
 def test_neighbor_values_follow_the_direction_of_the_move():
     ipywidgets = pytest.importorskip("ipywidgets")
     slider = ipywidgets.IntSlider(value=5, min=0, max=10, step=1)

@@ -17,6 +17,7 @@ import atexit
 import html
 import struct
 import threading
+import time
 import weakref
 import zlib
 from collections import OrderedDict
@@ -46,6 +47,11 @@ __all__ = [
 ]
 
 DPI = 100  # a mesma resolução com que o JupyterLab mostra uma figura (figure.dpi padrão)
+# Depois de um movimento, o pré-cálculo dos vizinhos espera isto antes de desenhar: a resposta do
+# movimento (a imagem nova, pelo canal iopub do kernel) sai por outra thread, que disputaria o GIL
+# com o desenho. No navegador (Playwright, 16 toques no deslizador do capítulo 6, em duas rodadas),
+# sem espera: mediana 53–59 ms; esperando 0,05, 0,1 ou 0,2 s: 39–44 ms.
+PREFETCH_DELAY_S = 0.1
 
 
 def _chunk(kind: bytes, payload: bytes) -> bytes:
@@ -367,12 +373,20 @@ class PngRenderer:
                 self._cache.popitem(last=False)
             return data
 
-    def prefetch(self, states: Iterable[Mapping], background: bool = True) -> threading.Thread | None:
-        """Desenha os estados que faltam no cache, na ordem dada; ``background``: numa thread."""
+    def prefetch(
+        self, states: Iterable[Mapping], background: bool = True, delay: float = 0.0
+    ) -> threading.Thread | None:
+        """Desenha os estados que faltam no cache, na ordem dada; ``background``: numa thread.
+
+        ``delay``: segundos de espera antes do primeiro desenho (um movimento novo nesse meio-tempo
+        cancela este pré-cálculo sem que ele tenha desenhado nada).
+        """
         self._generation += 1
         generation, todo = self._generation, [dict(s) for s in states]
 
         def work() -> None:
+            if delay > 0:
+                time.sleep(delay)
             for state in todo:
                 if self._generation != generation:
                     return  # o aluno já mexeu de novo: os vizinhos agora são outros
@@ -473,8 +487,9 @@ student_only = notice_when_grading(NotBuiltWhenGrading)
 def interactive_png(renderer: PngRenderer, controls: Mapping[str, object], prefetch: bool = True):
     """Um ``ipywidgets.Image`` que mostra ``renderer.png(**valores dos controles)`` e acompanha cada mudança.
 
-    ``prefetch``: depois de cada movimento, e logo ao criar (fora da correção automática), desenha
-    numa thread os vizinhos de um passo; ao criar, um por controle, na direção "para cima".
+    ``prefetch``: depois de cada movimento (passados ``PREFETCH_DELAY_S``, quando a imagem nova já
+    saiu para o navegador), e logo ao criar (fora da correção automática), desenha numa thread os
+    vizinhos de um passo; ao criar, um por controle, na direção "para cima".
     """
     import ipywidgets as widgets
 
@@ -488,7 +503,7 @@ def interactive_png(renderer: PngRenderer, controls: Mapping[str, object], prefe
         image.value = renderer.png(**current)
         if prefetch:
             around = neighbor_values(controls[name], change["new"], change["old"])
-            renderer.prefetch({**current, name: value} for value in around)
+            renderer.prefetch(({**current, name: value} for value in around), delay=PREFETCH_DELAY_S)
 
     for name, control in controls.items():
         control.observe(lambda change, name=name: moved(name, change), names="value")
