@@ -340,6 +340,12 @@ def sandbox_env(env: dict) -> dict:
 # ====================================================================== nbgrader / jupyter_client
 
 
+# Na correção, ``%matplotlib inline`` (a primeira linha de cada capítulo) não faz nada: ele importaria o
+# pyplot e o matplotlib (≈0,9 s por notebook), e nenhuma figura é desenhada na correção (os pacotes
+# ``plots`` e ``widgets`` devolvem avisos). O backend do kernel confinado já é ``agg``.
+GRADING_KERNEL_SETUP = "get_ipython().register_magic_function(lambda line: None, 'line', 'matplotlib')"
+
+
 def _kernel_manager_class():
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import Bool
@@ -372,6 +378,7 @@ def _kernel_manager_class():
                 self.ip = os.path.join(self._private_dir, "ipc")
                 kw["env"] = sandbox_env(kw.get("env") or dict(os.environ))
             kernel_cmd, kw = await super()._async_pre_start_kernel(**kw)
+            kernel_cmd = [*kernel_cmd, f"--IPKernelApp.exec_lines={GRADING_KERNEL_SETUP}"]
             if self._confined:
                 if self._uid is not None:
                     os.chown(self._private_dir, self._uid, self._uid)

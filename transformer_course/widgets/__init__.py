@@ -6,16 +6,58 @@ atualiza e devolve a figura, e uma função ``*_widget()`` que a liga a controle
 guardado em cache e com os vizinhos do último movimento pré-calculados numa thread (é o que
 ``make bench`` mede). O ipywidgets só é importado dentro dessas funções. Um módulo por
 capítulo (``chNN``); tudo é reexportado aqui sem editar este arquivo.
+
+No kernel da correção automática, as funções ``@student_only`` devolvem um aviso
+(:class:`~._notice.NotBuiltWhenGrading`), e este pacote nem importa os módulos dos capítulos (nem
+o matplotlib): quais nomes são widgets é lido do código-fonte. Qualquer outro nome importa tudo.
 """
 
 import importlib
 import pkgutil
 
-__all__: list[str] = []
+from ..runtime import in_grading_kernel, source_exports
+from ._notice import NotBuiltWhenGrading
 
-for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-    if _info.name.startswith("ch"):
-        _module = importlib.import_module(f"{__name__}.{_info.name}")
-        for _name in _module.__all__:
-            globals()[_name] = getattr(_module, _name)
-            __all__.append(_name)
+_MODULES = [
+    info.name
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name)
+    if info.name.startswith("ch")
+]
+
+
+def _load() -> None:
+    """Importa cada ``chNN`` e reexporta o seu ``__all__`` aqui."""
+    names = []
+    for module_name in _MODULES:
+        module = importlib.import_module(f"{__name__}.{module_name}")
+        for name in module.__all__:
+            globals()[name] = getattr(module, name)
+            names.append(name)
+    globals()["__all__"] = names
+
+
+def _student_only(node) -> bool:
+    """A definição tem o decorador ``@student_only``?"""
+    return any(getattr(d, "id", None) == "student_only" for d in getattr(node, "decorator_list", ()))
+
+
+if in_grading_kernel():
+    _EXPORTS = source_exports(__path__, _MODULES)
+    __all__ = list(_EXPORTS)
+
+    def __getattr__(name: str):
+        module_and_def = _EXPORTS.get(name)
+        if module_and_def is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        if _student_only(module_and_def[1]):
+
+            def not_built(*args, **kwargs):
+                return NotBuiltWhenGrading(name)
+
+            not_built.__name__ = not_built.__qualname__ = name
+            return not_built
+        _load()
+        return globals()[name]
+
+else:
+    _load()

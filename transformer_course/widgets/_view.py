@@ -14,7 +14,6 @@ da imagem manda só os bytes do PNG ao navegador, sem limpar e recriar uma área
 from __future__ import annotations
 
 import atexit
-import html
 import struct
 import threading
 import time
@@ -33,7 +32,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
-from ..runtime import grading_mode, notice_when_grading
+from ..runtime import grading_mode
+from ._notice import NotBuiltWhenGrading, student_only
 
 __all__ = [
     "Blit",
@@ -460,28 +460,6 @@ def _same(a, b) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         return isinstance(a, (int, float)) and isinstance(b, (int, float)) and abs(a - b) < 1e-9
     return a is not None and a == b
-
-
-class NotBuiltWhenGrading:
-    """O que a célula de um widget mostra na correção automática: um aviso, não os controles."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.text = (
-            f"[{name}(): exploração interativa, não montada na correção automática "
-            "(ninguém move os controles numa devolutiva). Rode a célula no JupyterLab para usá-la.]"
-        )
-
-    def __repr__(self) -> str:
-        return self.text
-
-    def _repr_html_(self) -> str:
-        return f"<p><em>{html.escape(self.text)}</em></p>"
-
-
-# Na correção automática, num kernel, o widget não é montado: montar desenha a figura inicial e
-# pré-calcula vizinhos numa thread, CPU gasta numa devolutiva que não tem controles.
-student_only = notice_when_grading(NotBuiltWhenGrading)
 
 
 def interactive_png(renderer: PngRenderer, controls: Mapping[str, object], prefetch: bool = True):
