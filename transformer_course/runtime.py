@@ -26,6 +26,7 @@ __all__ = [
     "seeded_generator",
     "single_threaded",
     "source_exports",
+    "stand_ins_when_grading",
 ]
 
 
@@ -93,6 +94,39 @@ def source_exports(
         for name in names:
             exports[name] = (module, defs.get(name))
     return exports
+
+
+def stand_ins_when_grading(
+    namespace: dict,
+    modules: Iterable[str],
+    stands_in: Callable[[ast.stmt | None], bool],
+    notice: Callable[[str], object],
+    load: Callable[[], None],
+) -> tuple[list[str], Callable[[str], object]]:
+    """O ``__all__`` e o ``__getattr__`` de um pacote que, no kernel da correção, não importa os módulos.
+
+    ``namespace``: os ``globals()`` do pacote. Um nome cuja definição ``stands_in`` aceita (lida do
+    código-fonte por :func:`source_exports`) vira uma função que devolve ``notice(nome)``, o mesmo
+    que o decorador de :func:`notice_when_grading` devolveria; qualquer outro nome chama ``load()``
+    (que importa tudo e preenche ``namespace``) e é procurado de novo.
+    """
+    exports = source_exports(namespace["__path__"], modules)
+
+    def __getattr__(name: str):
+        entry = exports.get(name)
+        if entry is None:
+            raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
+        if stands_in(entry[1]):
+
+            def stand_in(*args, **kwargs):
+                return notice(name)
+
+            stand_in.__name__ = stand_in.__qualname__ = name
+            return stand_in
+        load()
+        return namespace[name]
+
+    return list(exports), __getattr__
 
 
 def get_device(prefer: str | None = None) -> torch.device:

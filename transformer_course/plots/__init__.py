@@ -19,7 +19,7 @@ import importlib
 import inspect
 import pkgutil
 
-from ..runtime import in_grading_kernel, notice_when_grading, source_exports
+from ..runtime import in_grading_kernel, notice_when_grading, stand_ins_when_grading
 
 _MODULES = ["common"] + [
     info.name
@@ -71,22 +71,7 @@ def _draws(node) -> bool:
 
 
 if in_grading_kernel():
-    _EXPORTS = source_exports(__path__, _MODULES)
-    __all__ = [*_EXPORTS, "FigureNotDrawn"]
-
-    def __getattr__(name: str):
-        module_and_def = _EXPORTS.get(name)
-        if module_and_def is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        if _draws(module_and_def[1]):
-
-            def figure_not_drawn(*args, **kwargs):
-                return FigureNotDrawn(name)
-
-            figure_not_drawn.__name__ = figure_not_drawn.__qualname__ = name
-            return figure_not_drawn
-        _load()
-        return globals()[name]
-
+    _names, __getattr__ = stand_ins_when_grading(globals(), _MODULES, _draws, FigureNotDrawn, _load)
+    __all__ = [*_names, "FigureNotDrawn"]
 else:
     _load()

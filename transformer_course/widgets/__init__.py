@@ -15,7 +15,7 @@ o matplotlib): quais nomes são widgets é lido do código-fonte. Qualquer outro
 import importlib
 import pkgutil
 
-from ..runtime import in_grading_kernel, source_exports
+from ..runtime import in_grading_kernel, stand_ins_when_grading
 from ._notice import NotBuiltWhenGrading
 
 _MODULES = [
@@ -42,22 +42,8 @@ def _student_only(node) -> bool:
 
 
 if in_grading_kernel():
-    _EXPORTS = source_exports(__path__, _MODULES)
-    __all__ = list(_EXPORTS)
-
-    def __getattr__(name: str):
-        module_and_def = _EXPORTS.get(name)
-        if module_and_def is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        if _student_only(module_and_def[1]):
-
-            def not_built(*args, **kwargs):
-                return NotBuiltWhenGrading(name)
-
-            not_built.__name__ = not_built.__qualname__ = name
-            return not_built
-        _load()
-        return globals()[name]
-
+    __all__, __getattr__ = stand_ins_when_grading(
+        globals(), _MODULES, _student_only, NotBuiltWhenGrading, _load
+    )
 else:
     _load()
