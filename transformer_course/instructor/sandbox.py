@@ -341,7 +341,7 @@ def sandbox_env(env: dict) -> dict:
 
 
 # Na correção, ``%matplotlib inline`` (a primeira linha de cada capítulo) não faz nada: ele importaria o
-# pyplot e o matplotlib (≈0,9 s por notebook), e nenhuma figura é desenhada na correção (os pacotes
+# pyplot e o matplotlib (1,0–1,3 s num shell IPython), e nenhuma figura é desenhada na correção (os pacotes
 # ``plots`` e ``widgets`` devolvem avisos). O backend do kernel confinado já é ``agg``.
 GRADING_KERNEL_SETUP = "get_ipython().register_magic_function(lambda line: None, 'line', 'matplotlib')"
 
