@@ -160,6 +160,10 @@ class Heat:
         self.ax.set_xlim(-0.5, n - 0.5)
         self.ax.set_ylim(n - 0.5, -0.5)
         self.ax.set_xticks(range(n), [f"k{i}" for i in range(n)])
+        # rótulos de marca de largura variável: o rótulo do eixo y se afasta mais ou menos deles
+        self.ax.set_yticks(range(n), [str(10**i) for i in range(n)])
+        self.ax.set_xlabel("coluna")
+        self.ax.set_ylabel("linha")
         self.ax.set_title(f"{n} × {n}")
         self.title.set_text(f"estado n = {n}")
         return self.fig
@@ -190,6 +194,26 @@ def test_blit_draws_the_same_figure_as_a_full_draw():
     figure_png(explorer.fig)
     assert ("texto", _text_key(explorer.title).look) in blit._patches
     assert len(blit._patches) >= before
+
+
+def test_blit_moves_the_axis_label_when_the_tick_labels_change_width():
+    # Mesmos limites, rótulos de marca mais largos ou mais estreitos: o rótulo do eixo y vai para
+    # onde o desenho completo o põe, e a posição lembrada só volta com os mesmos rótulos.
+    explorer = Heat()
+    for labels in (["1", "2", "3"], ["1000", "2000", "3000"], ["1", "2", "3"], ["1000", "2000", "3000"]):
+        explorer.update(3)
+        explorer.ax.set_yticks(range(3), labels)
+        fast = _pixels(figure_png(explorer.fig))
+        fast_at = explorer.ax.yaxis.label.get_position()
+        blit = explorer.fig.blit
+        del explorer.fig.blit
+        try:
+            full = _pixels(figure_png(explorer.fig))
+        finally:
+            explorer.fig.blit = blit
+        where = f"rótulos {labels}"
+        assert explorer.ax.yaxis.label.get_position() == fast_at, f"{where}: rótulo do eixo fora do lugar"
+        assert abs(_blur(fast) - _blur(full)).max() < 90, f"{where}: a imagem difere do desenho completo"
 
 
 def test_cancel_stops_the_prefetch():

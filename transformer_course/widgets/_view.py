@@ -229,6 +229,7 @@ class Blit:
         """As partes de um eixo, como em ``Axis.draw``, cada uma com a chave do seu desenho."""
         # a posição de um traço de marca na tela: o valor da marca, os limites e a caixa dos eixos
         frame = (tuple(np.round(axis.get_view_interval(), 9)), axis.axes.bbox.bounds)
+        shown = []  # as chaves dos rótulos de marca que afastam o rótulo do eixo
         for tick in axis._update_ticks():
             if not tick.get_visible():
                 continue
@@ -238,17 +239,43 @@ class Blit:
                 if line.get_visible():
                     yield line, (where, name, *_line_style(line))
             for label in (tick.label1, tick.label2):
-                if label.get_visible() and label.get_text():
-                    yield label, _text_key(label)
+                if label.get_visible():
+                    key = _text_key(label)
+                    if label.get_in_layout():
+                        shown.append(key)
+                    if label.get_text():
+                        yield label, key
         # o rótulo do eixo se afasta dos rótulos das marcas: posição recalculada (sem desenhar)
         if axis.label.get_visible() and axis.label.get_text():
-            axis._update_label_position(renderer)
+            self._place_axis_label(axis, renderer, frame, shown)
             yield axis.label, _text_key(axis.label)
         offset = axis.major.formatter.get_offset()
         if offset and axis.offsetText.get_visible():
             axis._update_offset_text_position(*axis._get_ticklabel_bboxes(axis._update_ticks(), renderer))
             axis.offsetText.set_text(offset)
             yield axis.offsetText, _text_key(axis.offsetText)
+
+    def _place_axis_label(self, axis: Axis, renderer, frame: tuple, shown: list) -> None:
+        """Põe o rótulo do eixo onde ``Axis.draw`` o poria, lembrando a posição por rótulos de marca.
+
+        O matplotlib mede a caixa de cada rótulo de marca (o leiaute do texto) para afastar o rótulo
+        do eixo; com os mesmos rótulos, na mesma caixa dos eixos, a posição é a mesma. Eixos
+        alinhados com outros (``fig.align_labels``) são sempre recalculados.
+        """
+        if not axis._autolabelpos:
+            return
+        groups = axis.get_figure(root=False)._align_label_groups.get(axis._get_axis_name())
+        if groups is not None and len(list(groups.get_siblings(axis.axes))) > 1:
+            axis._update_label_position(renderer)
+            return
+        key = ("rótulo do eixo", id(axis), frame, tuple(shown), axis.labelpad, axis.label_position)
+        key += (self.fig.dpi,)
+        where = self._patches.get(key)
+        if where is None:
+            axis._update_label_position(renderer)
+            self._patches[key] = axis.label.get_position()
+        else:
+            axis.label.set_position(where)
 
     def _patch(self, canvas: FigureCanvasAgg, renderer, artist: Artist, row: int, col: int) -> tuple:
         """O artista desenhado sozinho sobre o fundo: o que mudou, relativo ao pixel (``row``, ``col``).
