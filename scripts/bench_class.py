@@ -47,6 +47,27 @@ KINDS = ("certa", "em_branco", "errada", "hostil")
 HOSTILE = "import torch.testing\n\ntorch.testing.assert_close = lambda *a, **k: None\n\n"
 
 
+def concurrent_floor(n: int) -> float:
+    """O piso medido em ``n`` processos ao mesmo tempo (a disputa pelos núcleos que os workers têm).
+
+    Média dos ``n`` pisos, cada um medido dentro do seu processo (sem a partida do Python dele).
+    """
+    code = "from transformer_course.instructor.cluster import floor_cost; print(floor_cost())"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(n)
+    ]
+    values = []
+    for proc in procs:
+        out, err = proc.communicate()
+        if proc.returncode:
+            raise SystemExit(f"a medida do piso falhou:\n{err[-2000:]}")
+        values.append(float(out.split()[-1]))
+    return statistics.mean(values)
+
+
 def submissions(chapter: str) -> dict:
     import nbformat
 
@@ -293,6 +314,13 @@ def main(argv: list[str] | None = None) -> int:
     floors = [floor_cost() for _ in range(3)]
     floor = statistics.median(floors)
     print(f"piso (partir um kernel + import torch, sem isolamento): {floor:.1f} s (mediana de 3)", flush=True)
+    workers = os.cpu_count() or 1
+    busy_floor = statistics.median(concurrent_floor(workers) for _ in range(3))
+    print(
+        f"piso com {workers} ao mesmo tempo (como os {workers} workers do LocalCluster): "
+        f"{busy_floor:.1f} s cada (mediana de 3 rodadas; {busy_floor / floor:.2f}× o piso sozinho)",
+        flush=True,
+    )
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-turma-") as tmp:
         for mode in [m for m in args.modos if m != "servico"]:
@@ -305,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 wall, out = with_scheduler(course)
             inside = re.search(r"([\d.]+) s por entrega dentro dos workers", out)
+            registering = re.search(r"(\d+) s do relógio registrando", out)
             errors = out.count("ERRO")
             rows.append((mode, wall, wall / n, float(inside.group(1)) if inside else float("nan"), errors))
             print(
@@ -313,6 +342,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"({rows[-1][3] / floor:.1f}× o piso)  erros: {errors}  carga {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
+            if registering:
+                print(
+                    f"{'':<11} dos quais {registering.group(1)} s registrando os capítulos (gradebook novo) "
+                    f"(num curso de verdade, já feito): {wall - int(registering.group(1)):.0f} s corrigindo",
+                    flush=True,
+                )
         if "servico" in args.modos:
             course = Path(tmp) / "servico" / "curso"
             make_course(course, args.capitulos[-1:], 0)
@@ -335,6 +370,12 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"  {mode:<11} relógio/notebook {per_nb / floor:4.1f}×  "
                 f"dentro do worker {inside / floor:4.1f}× (meta: ≤ 2×)"
+                + (
+                    ""
+                    if mode == "sequencial"
+                    else f"; dentro do worker ÷ piso com {workers} ao mesmo tempo "
+                    f"({busy_floor:.1f} s): {inside / busy_floor:4.1f}×"
+                )
             )
         if "sequencial" in base:
             for mode, wall, *_ in rows:

@@ -349,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     log_path = ROOT / "grading" / "autograde.log"
     log_path.parent.mkdir(exist_ok=True)
     started = time.perf_counter()
+    registering = 0.0  # registrar no gradebook os capítulos que faltam (um gradebook novo: todos)
     results: list[TaskResult] = []
     logs = []
     if pairs:
@@ -360,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
                 if problem:
                     print(problem)
                     return 1
+            registering = time.perf_counter() - started
         except Exception as exc:  # noqa: BLE001 - o banco caiu entre a conferência e o preparo
             print(f"Correção não iniciada: o banco de notas ({describe_db(db_url)}) falhou: {exc}")
             return 1
@@ -411,6 +413,11 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"\ntempo: {wall:.0f} s de relógio para {len(results)} entrega(s) ({mode}); "
             f"{busy / len(results):.1f} s por entrega dentro dos workers"
+            + (
+                f"; {registering:.0f} s do relógio registrando capítulos no gradebook"
+                if registering >= 1
+                else ""
+            )
             + (f"; {retried} refeita(s) por erro de acesso ao banco" if retried else "")
         )
     print(
