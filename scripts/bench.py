@@ -239,15 +239,15 @@ def _walk(make_widget, steps: int = 6) -> list[float]:
 
     Entre dois movimentos, espera o pré-cálculo terminar: a pausa de quem toca a seta e olha a figura.
     """
-    from transformer_course.widgets._view import neighbor_values
+    from transformer_course.widgets._view import _is_list, neighbor_values
 
     image = _find_image(make_widget())
     if image.renderer.thread is not None:
         image.renderer.thread.join()  # o pré-cálculo inicial, enquanto o aluno lê a figura
     samples, changed = [], 0
     for control in image.controls.values():
-        if isinstance(control.value, (bool, str)):
-            continue
+        if isinstance(control.value, bool) or (isinstance(control.value, str) and not _is_list(control)):
+            continue  # caixas de marcar e texto livre: sem passos a percorrer
         path = []
         for _ in range(steps):  # ida: sempre o vizinho "de cima" (o primeiro sem direção anterior)
             around = neighbor_values(control, path[-1] if path else control.value)

@@ -94,6 +94,10 @@ def test_neighbor_values_follow_the_direction_of_the_move():
     options = ipywidgets.SelectionSlider(options=[2, 4, 8, 16], value=8)
     assert neighbor_values(options, 8, previous=4) == [16, 4]
     assert neighbor_values(ipywidgets.Checkbox(value=True), True) == [False]
+    # numa lista, toda opção está a um clique: todas as outras, as mais próximas primeiro
+    menu = ipywidgets.Dropdown(options=["a", "b", "c", "d"], value="b")
+    assert neighbor_values(menu, "b") == ["c", "a", "d"]
+    assert neighbor_values(ipywidgets.ToggleButtons(options=["x", "y"], value="y"), "y") == ["x"]
     assert neighbor_values(ipywidgets.Text(value="oi"), "oi") == []
 
 
@@ -112,6 +116,23 @@ def test_interactive_png_follows_the_controls(monkeypatch):
     assert image.renderer.cached(x=3), "o próximo passo na mesma direção não foi pré-calculado"
     slider.value = 1
     assert image.value == first
+
+
+def test_every_option_of_a_list_is_drawn_ahead(monkeypatch):
+    # Num Dropdown toda opção está a um clique: ao criar e depois de cada escolha, todas ficam
+    # prontas; num deslizador, só o passo seguinte.
+    ipywidgets = pytest.importorskip("ipywidgets")
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    explorer = Counting()
+    menu = ipywidgets.Dropdown(options=["a", "b", "c", "d"], value="a")
+    slider = ipywidgets.IntSlider(value=1, min=0, max=5)
+    image = interactive_png(PngRenderer(explorer.update), {"x": slider, "label": menu})
+    image.renderer.thread.join(timeout=30)
+    assert all(image.renderer.cached(x=1, label=option) for option in "bcd")
+    assert image.renderer.cached(x=2, label="a") and not image.renderer.cached(x=3, label="a")
+    menu.value = "d"
+    image.renderer.thread.join(timeout=30)
+    assert all(image.renderer.cached(x=1, label=option) for option in "abc")
 
 
 def _pixels(png: bytes):

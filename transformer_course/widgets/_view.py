@@ -453,11 +453,21 @@ def _stop_prefetch() -> None:
         renderer.cancel(timeout=10)
 
 
+def _is_list(control) -> bool:
+    """Uma lista de opções, toda opção a um clique (Dropdown, ToggleButtons...): não um deslizador."""
+    from ipywidgets import SelectionRangeSlider, SelectionSlider
+
+    return getattr(control, "options", None) is not None and not isinstance(
+        control, (SelectionSlider, SelectionRangeSlider)
+    )
+
+
 def neighbor_values(control, value, previous=None) -> list:
     """Os valores a um passo de ``value`` num controle discreto; primeiro o da direção do movimento.
 
-    Deslizadores de inteiros e de reais (``step``), deslizadores de opções, listas e botões de
-    alternância; caixas de marcar dão o outro valor; texto livre não tem vizinhos.
+    Deslizadores de inteiros e de reais (``step``) e de opções: o passo seguinte e o anterior.
+    Numa lista (Dropdown, botões de alternância) toda opção está a um clique: todas as outras, as
+    mais próximas primeiro. Caixas de marcar dão o outro valor; texto livre não tem vizinhos.
     """
     options = getattr(control, "options", None)
     if options is not None:
@@ -465,7 +475,11 @@ def neighbor_values(control, value, previous=None) -> list:
         if value not in values:
             return []
         i = values.index(value)
-        around = [values[j] for j in (i + 1, i - 1) if 0 <= j < len(values)]
+        if _is_list(control):
+            order = sorted((j for j in range(len(values)) if j != i), key=lambda j: (abs(j - i), j < i))
+            around = [values[j] for j in order]
+        else:
+            around = [values[j] for j in (i + 1, i - 1) if 0 <= j < len(values)]
     elif isinstance(value, bool):
         return [not value]
     elif isinstance(value, (int, float)) and hasattr(control, "step") and hasattr(control, "max"):
@@ -494,7 +508,8 @@ def interactive_png(renderer: PngRenderer, controls: Mapping[str, object], prefe
 
     ``prefetch``: depois de cada movimento (passados ``PREFETCH_DELAY_S``, quando a imagem nova já
     saiu para o navegador), e logo ao criar (fora da correção automática), desenha numa thread os
-    vizinhos de um passo; ao criar, um por controle, na direção "para cima".
+    vizinhos de um passo; ao criar, um por deslizador, na direção "para cima", e todas as opções de
+    cada lista.
     """
     import ipywidgets as widgets
 
@@ -518,6 +533,6 @@ def interactive_png(renderer: PngRenderer, controls: Mapping[str, object], prefe
         first_moves = []
         for name, control in controls.items():
             around = neighbor_values(control, start[name])
-            first_moves += [{**start, name: value} for value in around[:1]]
+            first_moves += [{**start, name: value} for value in (around if _is_list(control) else around[:1])]
         renderer.prefetch(first_moves)
     return image
