@@ -10,6 +10,7 @@ from transformer_course.widgets._view import (
     PngRenderer,
     _text_key,
     encode_png,
+    every_state,
     figure_png,
     interactive_png,
     neighbor_values,
@@ -125,7 +126,7 @@ def test_every_option_of_a_list_is_drawn_ahead(monkeypatch):
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     explorer = Counting()
     menu = ipywidgets.Dropdown(options=["a", "b", "c", "d"], value="a")
-    slider = ipywidgets.IntSlider(value=1, min=0, max=5)
+    slider = ipywidgets.IntSlider(value=1, min=0, max=50)  # 4 × 51 estados: não desenha todos
     image = interactive_png(PngRenderer(explorer.update), {"x": slider, "label": menu})
     image.renderer.thread.join(timeout=30)
     assert all(image.renderer.cached(x=1, label=option) for option in "bcd")
@@ -133,6 +134,30 @@ def test_every_option_of_a_list_is_drawn_ahead(monkeypatch):
     menu.value = "d"
     image.renderer.thread.join(timeout=30)
     assert all(image.renderer.cached(x=1, label=option) for option in "abc")
+
+
+def test_a_widget_with_few_states_draws_them_all_ahead(monkeypatch):
+    ipywidgets = pytest.importorskip("ipywidgets")
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    explorer = Counting()
+    heads = ipywidgets.SelectionSlider(options=[1, 2, 4, 8, 16], value=2)
+    flag = ipywidgets.Checkbox(value=True)
+    assert len(every_state({"x": heads, "label": flag})) == 10
+    image = interactive_png(PngRenderer(explorer.update), {"x": heads, "label": flag})
+    image.renderer.thread.join(timeout=30)
+    assert all(image.renderer.cached(x=x, label=f) for x in (1, 2, 4, 8, 16) for f in (True, False))
+    heads.value = 16  # um salto: já estava pronto
+    assert explorer.calls.count((16, True)) == 1
+    # muitos estados (ou texto livre): só os vizinhos
+    many = ipywidgets.FloatSlider(value=0.5, min=0.0, max=2.0, step=0.05)  # 41 valores
+    assert every_state({"x": many}) == []
+    assert every_state({"x": heads, "label": ipywidgets.Text(value="oi")}) == []
+    assert every_state({"x": ipywidgets.FloatSlider(value=0.2, min=0.0, max=0.3, step=0.1)}) == [
+        {"x": 0.0},
+        {"x": 0.1},
+        {"x": 0.2},
+        {"x": 0.3},
+    ]
 
 
 def _pixels(png: bytes):

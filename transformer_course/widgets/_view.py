@@ -14,6 +14,8 @@ da imagem manda só os bytes do PNG ao navegador, sem limpar e recriar uma área
 from __future__ import annotations
 
 import atexit
+import itertools
+import math
 import struct
 import threading
 import time
@@ -52,6 +54,9 @@ DPI = 100  # a mesma resolução com que o JupyterLab mostra uma figura (figure.
 # com o desenho. No navegador (Playwright, 16 toques no deslizador do capítulo 6, em duas rodadas),
 # sem espera: mediana 53–59 ms; esperando 0,05, 0,1 ou 0,2 s: 39–44 ms.
 PREFETCH_DELAY_S = 0.1
+# Um widget com até tantos estados (o produto dos valores de cada controle) tem todos desenhados em
+# segundo plano depois de criado: qualquer salto, não só o próximo passo, encontra a figura pronta.
+PREFETCH_ALL_MAX = 32
 
 
 def _chunk(kind: bytes, payload: bytes) -> bytes:
@@ -503,13 +508,40 @@ def _same(a, b) -> bool:
     return a is not None and a == b
 
 
+def control_values(control) -> list | None:
+    """Todos os valores de um controle discreto, em ordem; ``None`` se não for discreto (texto livre)."""
+    options = getattr(control, "options", None)
+    if options is not None:
+        return [o[1] if isinstance(o, tuple) else o for o in options]
+    if isinstance(control.value, bool):
+        return [control.value, not control.value]
+    if isinstance(control.value, (int, float)) and hasattr(control, "step") and hasattr(control, "max"):
+        count = int(round((control.max - control.min) / control.step)) + 1
+        values = [control.min + i * control.step for i in range(count)]
+        return [round(v, 10) for v in values] if isinstance(control.value, float) else values
+    return None
+
+
+def every_state(controls: Mapping[str, object], limit: int = PREFETCH_ALL_MAX) -> list[dict]:
+    """Todos os estados dos controles, se forem no máximo ``limit`` (senão, nenhum)."""
+    names, choices = list(controls), []
+    for name in names:
+        values = control_values(controls[name])
+        if values is None:
+            return []
+        choices.append(values)
+    if math.prod(len(values) for values in choices) > limit:
+        return []
+    return [dict(zip(names, combination)) for combination in itertools.product(*choices)]
+
+
 def interactive_png(renderer: PngRenderer, controls: Mapping[str, object], prefetch: bool = True):
     """Um ``ipywidgets.Image`` que mostra ``renderer.png(**valores dos controles)`` e acompanha cada mudança.
 
     ``prefetch``: depois de cada movimento (passados ``PREFETCH_DELAY_S``, quando a imagem nova já
     saiu para o navegador), e logo ao criar (fora da correção automática), desenha numa thread os
     vizinhos de um passo; ao criar, um por deslizador, na direção "para cima", e todas as opções de
-    cada lista.
+    cada lista. Com até ``PREFETCH_ALL_MAX`` estados no total, desenha em seguida todos os outros.
     """
     import ipywidgets as widgets
 
@@ -517,13 +549,15 @@ def interactive_png(renderer: PngRenderer, controls: Mapping[str, object], prefe
         return {name: control.value for name, control in controls.items()}
 
     image = widgets.Image(value=renderer.png(**state()), format="png")
+    everything = every_state(controls)  # poucos estados: todos, depois dos vizinhos
 
     def moved(name: str, change: dict) -> None:
         current = state()
         image.value = renderer.png(**current)
         if prefetch:
             around = neighbor_values(controls[name], change["new"], change["old"])
-            renderer.prefetch(({**current, name: value} for value in around), delay=PREFETCH_DELAY_S)
+            todo = [{**current, name: value} for value in around] + everything
+            renderer.prefetch(todo, delay=PREFETCH_DELAY_S)
 
     for name, control in controls.items():
         control.observe(lambda change, name=name: moved(name, change), names="value")
@@ -534,5 +568,5 @@ def interactive_png(renderer: PngRenderer, controls: Mapping[str, object], prefe
         for name, control in controls.items():
             around = neighbor_values(control, start[name])
             first_moves += [{**start, name: value} for value in (around if _is_list(control) else around[:1])]
-        renderer.prefetch(first_moves)
+        renderer.prefetch(first_moves + everything)
     return image
