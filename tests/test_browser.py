@@ -9,6 +9,8 @@ aluno, como ``make lab`` copia, e as soluções em ``_solucoes/``). Para cada ca
 - versão do aluno: os esboços dizem "não implementado", sem parede de tracebacks;
 
 e a interface está em português, com o botão de validação do nbgrader e sem os painéis do professor.
+A latência deslizador -> imagem de cada capítulo e a de um widget que não trabalha (o piso do
+caminho navegador -> kernel -> navegador) vão para ``artifacts/bench/browser_latency.json``.
 Capturas de tela em ``artifacts/screenshots/`` (fora do git).
 """
 
@@ -225,6 +227,54 @@ def test_solucao_executa_e_widget_responde(page, lab, chapter):
         record_latency(LATENCY_JSON, chapter, slider_latencies(page, area))
     except Exception as error:  # noqa: BLE001
         record_latency(LATENCY_JSON, chapter, [], note=f"medida falhou: {error}"[:300])
+
+
+# Um widget que não trabalha: o deslizador só troca a imagem por um PNG já pronto, do mesmo
+# tamanho das figuras do curso. O que ele leva da tecla à imagem nova é o piso do caminho
+# navegador -> servidor -> kernel -> navegador nesta máquina; o de um capítulo, comparado a este,
+# mostra quanto o próprio widget acrescenta.
+FLOOR_WIDGET = """\
+import ipywidgets as widgets
+import numpy as np
+from matplotlib.figure import Figure
+
+from transformer_course.widgets._view import figure_png
+
+fig = Figure(figsize=(9.5, 3.7))
+ax = fig.add_subplot()
+(line,) = ax.plot(np.arange(100), np.zeros(100))
+ax.set_ylim(-1, 1)
+pngs = []
+for i in range(31):
+    line.set_ydata(np.sin(np.arange(100) / 10 + i / 3))
+    ax.set_title(f"estado {i}")
+    pngs.append(figure_png(fig))
+slider = widgets.IntSlider(value=0, min=0, max=30, continuous_update=False)
+image = widgets.Image(value=pngs[0], format="png")
+slider.observe(lambda change: setattr(image, "value", pngs[change["new"]]), names="value")
+widgets.VBox([slider, image])
+"""
+
+
+def test_piso_da_latencia_no_navegador(page, lab):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3 (ipykernel)",
+        "language": "python",
+    }
+    nb.cells = [nbformat.v4.new_code_cell(FLOOR_WIDGET)]
+    nbformat.write(nb, lab.root_dir / "piso_widget.ipynb")
+    open_notebook(page, lab, "piso_widget.ipynb")
+    run_all_and_wait(page, lab, timeout_s=120)
+    assert page.evaluate(FIND_WIDGET_JS), "o widget sem trabalho não apareceu"
+    area = page.locator("[data-curso-widget]").first
+    area.scroll_into_view_if_needed()
+    samples = slider_latencies(page, area, presses=12)
+    record_latency(LATENCY_JSON, "piso (widget que só troca um PNG pronto)", samples)
+    assert samples, "o deslizador do widget sem trabalho não mudou a imagem"
 
 
 class Laps:
