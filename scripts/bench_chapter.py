@@ -32,10 +32,15 @@ sys.path.insert(0, str(ROOT))
 from transformer_course.course import CHAPTERS  # noqa: E402
 
 
-def execute(nb, env: dict[str, str]) -> float:
-    """Executa ``nb`` num kernel novo com as variáveis ``env``; devolve o tempo total (s)."""
+def execute(nb, env: dict[str, str | None]) -> float:
+    """Executa ``nb`` num kernel novo com as variáveis ``env`` (``None``: sem a variável); devolve o
+    tempo total (s)."""
     saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
+    for key, value in env.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
     try:
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
@@ -89,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {seconds:6.2f} s  {line}")
         if not args.sem_aluno:
             source = nbformat.read(ROOT / "source" / chapter / f"{chapter}.ipynb", as_version=4)
-            student_s = execute(source, {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "")} or {})
+            # como o aluno: o OMP_NUM_THREADS do ambiente, se houver (vazio seria um valor inválido)
+            student_s = execute(source, {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")})
             print(f"  como o aluno roda (source/): {student_s:.1f} s (meta: ≤ 45 s)")
             for seconds, line in cell_times(source)[: args.top]:
                 print(f"    {seconds:6.2f} s  {line}")

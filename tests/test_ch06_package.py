@@ -320,3 +320,90 @@ def test_widget_builds_with_three_sliders():
     box = noam_widget()
     labels = [child.description for child in box.children[:3]]
     assert labels == ["warmup_steps", "d_model", "factor"]
+
+
+def _small_experiment(dropout: float = 0.0):
+    """Um experimento pequeno (2 sementes, 2 camadas) e o que ``run_warmup_experiment`` recebe."""
+    data = D.make_token_classification(160, CFG, seed=0)
+    train, val, _ = D.split_dataset(data, seed=0)
+    from transformer_course.layers import TransformerClassifier
+
+    def make_model(config, seed):
+        torch.manual_seed(seed)
+        return TransformerClassifier(
+            CFG.vocab_size,
+            CFG.n_classes,
+            d_model=config.d_model,
+            n_heads=config.n_heads,
+            n_layers=config.n_layers,
+            d_ff=config.d_ff,
+            max_len=CFG.max_len,
+            dropout=config.dropout,
+            norm_first=config.norm_first,
+        )
+
+    config = E.ExperimentConfig(
+        d_model=16, n_heads=2, n_layers=2, d_ff=32, warmup_steps=4, epochs=2, seeds=(0, 1), dropout=dropout
+    )
+    return config, make_model, train, D.make_loader(val, 64)
+
+
+def test_experiment_in_threads_gives_the_same_histories_as_in_sequence():
+    config, make_model, train, val_loader = _small_experiment()
+    runs = [
+        E.run_warmup_experiment(
+            config,
+            make_model,
+            lambda s: D.make_loader(train, 32, True, s),
+            val_loader,
+            progress=False,
+            workers=w,
+        )
+        for w in (1, 2, 4)
+    ]
+    for other in runs[1:]:
+        for name in runs[0]:
+            for a, b in zip(runs[0][name], other[name]):
+                assert (a.step_loss, a.step_lr, a.val_loss, a.val_accuracy) == (
+                    b.step_loss,
+                    b.step_lr,
+                    b.val_loss,
+                    b.val_accuracy,
+                ), f"{name}: o treino em threads mudou o histórico"
+
+
+def test_experiment_with_dropout_trains_one_run_at_a_time():
+    # Com dropout, duas threads sorteariam do mesmo gerador global: os treinos vão em sequência.
+    import threading
+
+    config, make_model, train, val_loader = _small_experiment(dropout=0.1)
+    lock, active, most = threading.Lock(), [0], [0]
+
+    class Counted:
+        def __init__(self, loader):
+            self.loader = loader
+
+        def __len__(self):
+            return len(self.loader)
+
+        def __iter__(self):
+            with lock:
+                active[0] += 1
+                most[0] = max(most[0], active[0])
+            try:
+                for batch in self.loader:
+                    time.sleep(0.002)  # dá tempo de outra thread entrar, se pudesse
+                    yield batch
+            finally:
+                with lock:
+                    active[0] -= 1
+
+    E.run_warmup_experiment(
+        config,
+        make_model,
+        lambda s: Counted(D.make_loader(train, 32, True, s)),
+        val_loader,
+        progress=False,
+        workers=4,
+    )
+    assert most[0] == 1, "com dropout, dois treinos rodaram ao mesmo tempo"
