@@ -236,7 +236,8 @@ def test_student_or_reference_uses_the_student_only_when_the_visible_check_passe
         assert "usando a versão do pacote" in out.out and why in out.out and out.err == ""
 
 
-def test_experiment_conditions_share_initialisation_and_batches():
+def _small_experiment(dropout: float = 0.0, epochs: int = 2):
+    """Um experimento pequeno (2 sementes, 2 camadas) e o que ``run_warmup_experiment`` recebe."""
     data = D.make_token_classification(160, CFG, seed=0)
     train, val, _ = D.split_dataset(data, seed=0)
     from transformer_course.layers import TransformerClassifier
@@ -251,19 +252,27 @@ def test_experiment_conditions_share_initialisation_and_batches():
             n_layers=config.n_layers,
             d_ff=config.d_ff,
             max_len=CFG.max_len,
-            dropout=0.0,
+            dropout=config.dropout,
             norm_first=config.norm_first,
         )
 
     config = E.ExperimentConfig(
-        d_model=16, n_heads=2, n_layers=2, d_ff=32, warmup_steps=4, epochs=1, seeds=(0, 1)
+        d_model=16,
+        n_heads=2,
+        n_layers=2,
+        d_ff=32,
+        warmup_steps=4,
+        epochs=epochs,
+        seeds=(0, 1),
+        dropout=dropout,
     )
+    return config, make_model, train, D.make_loader(val, 64)
+
+
+def test_experiment_conditions_share_initialisation_and_batches():
+    config, make_model, train, val_loader = _small_experiment(epochs=1)
     results = E.run_warmup_experiment(
-        config,
-        make_model,
-        lambda s: D.make_loader(train, 32, True, s),
-        D.make_loader(val, 64),
-        progress=False,
+        config, make_model, lambda s: D.make_loader(train, 32, True, s), val_loader, progress=False
     )
     assert set(results) == {"com aquecimento", "sem aquecimento"}
     with_w, without = results["com aquecimento"], results["sem aquecimento"]
@@ -320,32 +329,6 @@ def test_widget_builds_with_three_sliders():
     box = noam_widget()
     labels = [child.description for child in box.children[:3]]
     assert labels == ["warmup_steps", "d_model", "factor"]
-
-
-def _small_experiment(dropout: float = 0.0):
-    """Um experimento pequeno (2 sementes, 2 camadas) e o que ``run_warmup_experiment`` recebe."""
-    data = D.make_token_classification(160, CFG, seed=0)
-    train, val, _ = D.split_dataset(data, seed=0)
-    from transformer_course.layers import TransformerClassifier
-
-    def make_model(config, seed):
-        torch.manual_seed(seed)
-        return TransformerClassifier(
-            CFG.vocab_size,
-            CFG.n_classes,
-            d_model=config.d_model,
-            n_heads=config.n_heads,
-            n_layers=config.n_layers,
-            d_ff=config.d_ff,
-            max_len=CFG.max_len,
-            dropout=config.dropout,
-            norm_first=config.norm_first,
-        )
-
-    config = E.ExperimentConfig(
-        d_model=16, n_heads=2, n_layers=2, d_ff=32, warmup_steps=4, epochs=2, seeds=(0, 1), dropout=dropout
-    )
-    return config, make_model, train, D.make_loader(val, 64)
 
 
 def test_experiment_in_threads_gives_the_same_histories_as_in_sequence():

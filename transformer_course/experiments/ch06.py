@@ -249,7 +249,8 @@ def run_warmup_experiment(
         except BaseException:  # interrompido (ou um treino falhou): os que não começaram não começam
             pool.shutdown(wait=False, cancel_futures=True)
             raise
-    bar.close()
+        finally:
+            bar.close()
     results: dict[str, list[History]] = {name: [] for name in schedules}
     for (_, name), history in zip(runs, histories):
         results[name].append(history)

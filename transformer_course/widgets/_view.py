@@ -474,9 +474,8 @@ def neighbor_values(control, value, previous=None) -> list:
     Numa lista (Dropdown, botões de alternância) toda opção está a um clique: todas as outras, as
     mais próximas primeiro. Caixas de marcar dão o outro valor; texto livre não tem vizinhos.
     """
-    options = getattr(control, "options", None)
-    if options is not None:
-        values = [o[1] if isinstance(o, tuple) else o for o in options]
+    if getattr(control, "options", None) is not None:
+        values = control_values(control)
         if value not in values:
             return []
         i = values.index(value)
