@@ -22,6 +22,7 @@ sys.path.insert(0, str(HUB))
 
 from contas import ContasLocaisAuthenticator, ler_contas  # noqa: E402
 from preparar import COURSE_DIRNAME, bin_dos_usuarios, estado_padrao  # noqa: E402
+from preparar import jupyter_config_path as _config_path  # noqa: E402
 
 c = get_config()  # noqa: F821 - definido pelo JupyterHub ao carregar este arquivo
 
@@ -102,8 +103,12 @@ def papel(spawner) -> str:
 
 
 def jupyter_config_path(spawner) -> str:
-    """Perfil do papel (ferramentas do nbgrader) + comum (pt-BR) + hub/ (o exchange do nbgrader)."""
-    return os.pathsep.join(str(p) for p in (HUB / "perfis" / papel(spawner), HUB / "perfis" / "comum", HUB))
+    """Perfil do papel (ferramentas do nbgrader) + comum (pt-BR) + o exchange do nbgrader.
+
+    No modo local, a cópia que ``preparar.py`` deixa em ``<estado>/config`` (os usuários não leem o
+    repositório); no simples, ``hub/``.
+    """
+    return _config_path(ESTADO, MODO, papel(spawner))
 
 
 c.Spawner.environment = {

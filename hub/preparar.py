@@ -11,8 +11,12 @@ Como root (modo ``local``, o padrão):
    ``notebooks/``, ``scripts/`` e o ``nbgrader_config.py``), com ``nbgrader generate_assignment`` de
    cada capítulo rodado como o professor (gradebook e ``release/`` dele);
 5. fecha para "outros" as pastas do repositório que têm respostas (``source/``, ``solutions/``,
-   ``notebooks/``, ``grading/``, ``.git``...): os alunos só precisam do ambiente ``.venv/`` e do
-   pacote ``transformer_course/``.
+   ``notebooks/``, ``grading/``, ``.git``...).
+
+Os usuários do hub não leem nada do repositório: o ambiente deles (quando o ``.venv`` não é
+alcançável por todos), com uma cópia do pacote ``transformer_course``, e os perfis do Jupyter
+(``hub/perfis/``, ``hub/nbgrader_config.py``) ficam na pasta de estado. Assim o repositório pode
+estar numa pasta fechada (um ``mktemp -d``, a pasta pessoal do root).
 
 Sem root (ou com ``--modo simples``) só os passos 1, 2 e 4 (o curso do professor vai para
 ``<estado>/usuarios/professor``): todas as contas rodam como você e **não há isolamento**.
@@ -23,6 +27,7 @@ Uso: python hub/preparar.py [--estado PASTA] [--modo local|simples] [--capitulos
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import pwd
 import shutil
@@ -59,11 +64,20 @@ def venv_bin() -> Path:
 
 
 def _readable_by_others(path: Path) -> bool:
-    """Todo usuário chega a ``path`` (o+x em cada pasta acima) e o lê/executa?"""
-    path = path.resolve()
-    if not path.stat().st_mode & 0o005 == 0o005:
+    """Todo usuário chega a ``path`` (o+x em cada pasta acima, pelo caminho dado e pelo caminho
+    real, sem ligações simbólicas) e o lê/executa?"""
+    path = Path(os.path.abspath(path))
+    real = path.resolve()
+    if not real.stat().st_mode & 0o005 == 0o005:
         return False
-    return all(parent.stat().st_mode & 0o001 for parent in path.parents)
+    return all(parent.stat().st_mode & 0o001 for p in {path, real} for parent in p.parents)
+
+
+def _open_to_others(root: Path) -> None:
+    """Dá leitura (e travessia, nas pastas) a todos em ``root`` e no que está dentro dele."""
+    for path in [root, *root.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode | (0o005 if path.is_dir() else 0o004))
 
 
 def hardlink_copy(src: Path, dest: Path) -> None:
@@ -105,15 +119,16 @@ def ambiente_dos_usuarios(estado: Path) -> Path:
     - ``<estado>/python-base``: o Python base do ``.venv`` copiado por ligações físicas (``cp -al``:
       segundos e nenhum byte a mais), com o executável copiado de verdade e o RUNPATH dele (onde
       ele acha a ``libpython``) trocado por ``$ORIGIN/../lib``, para não depender da pasta fechada;
-    - ``<estado>/ambiente``: um ambiente virtual desse Python, com o ``site-packages`` do ``.venv``
-      (também por ligações físicas), ``share`` e ``etc`` (ligações simbólicas) e os executáveis do
-      ``.venv`` (``jupyterhub-singleuser``, ``nbgrader``, ``alembic``...) apontando para ele.
+    - ``<estado>/ambiente``: um ambiente virtual desse Python, com o ``site-packages``, ``share`` e
+      ``etc`` do ``.venv`` (também por ligações físicas; o pacote do curso, copiado: veja
+      :func:`copiar_pacote`) e os executáveis do ``.venv`` (``jupyterhub-singleuser``, ``nbgrader``,
+      ``alembic``...) apontando para ele.
 
     É refeito quando o ``.venv`` é reinstalado. Ligações físicas, e não simbólicas, porque a correção
     confinada (bubblewrap) monta só os prefixos do Python em uso.
     """
     course_bin = venv_bin()
-    if _readable_by_others(course_bin / "python"):
+    if _readable_by_others(course_bin / "python") and _readable_by_others(course_bin.parent / "pyvenv.cfg"):
         return course_bin
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     shadow = estado / "ambiente"
@@ -131,9 +146,13 @@ def ambiente_dos_usuarios(estado: Path) -> Path:
         course_site = course_prefix / "lib" / version / "site-packages"
         hardlink_copy(course_site, site)
         built.touch()
-    for part in ("share", "etc"):
-        if not (shadow / part).is_symlink():
-            (shadow / part).symlink_to(course_prefix / part)
+    copiar_pacote(site)
+    for part in ("share", "etc"):  # os arquivos do JupyterLab, as extensões, a configuração
+        target = shadow / part
+        if target.is_symlink():  # ambientes-sombra antigos: uma ligação para dentro do repositório
+            target.unlink()
+        if not target.exists() and (course_prefix / part).exists():
+            hardlink_copy(course_prefix / part, target)
     shebang = f"#!{course_bin / 'python'}"
     for script in course_bin.iterdir():
         if script.is_symlink() or not script.is_file() or script.name.startswith(("python", "activate")):
@@ -150,6 +169,61 @@ def ambiente_dos_usuarios(estado: Path) -> Path:
         if not path.is_symlink():
             path.chmod(path.stat().st_mode | (0o005 if path.is_dir() else 0o004))
     return shadow / "bin"
+
+
+def copiar_pacote(site: Path) -> None:
+    """Põe uma cópia do pacote do curso no ``site-packages`` do ambiente-sombra (refeita a cada vez).
+
+    Um ``pip install -e`` deixa no ``site-packages`` só um localizador que aponta para
+    ``transformer_course/`` no repositório, que os usuários talvez não alcancem. A cópia leva os
+    ``.pyc`` compilados (os usuários não gravam no ``site-packages``).
+    """
+    editable = [*site.glob("__editable__*transformer_course*")]
+    marker = site / ".pacote_do_curso"
+    if not editable and not marker.exists():
+        return  # instalação comum (não editável): o pacote já veio com o site-packages
+    for path in editable:
+        path.unlink()
+    target = site / "transformer_course"
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.exists():
+        shutil.rmtree(target)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "transformer_course", target, ignore=ignore)
+    compileall.compile_dir(target, quiet=1)
+    _open_to_others(target)
+    marker.touch()
+
+
+def config_dos_usuarios(estado: Path) -> Path:
+    """Cópia, na pasta de estado, dos perfis do Jupyter que o hub passa aos usuários (refeita a cada vez).
+
+    ``<estado>/config`` tem ``perfis/`` (aluno, professor, comum) e o ``nbgrader_config.py`` do
+    exchange, legíveis por todos: os servidores dos usuários não leem nada do repositório.
+    """
+    config = estado / "config"
+    fresh = estado / "config.novo"
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir()
+    shutil.copytree(HUB / "perfis", fresh / "perfis", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(HUB / "nbgrader_config.py", fresh / "nbgrader_config.py")
+    _open_to_others(fresh)
+    shutil.rmtree(config, ignore_errors=True)
+    fresh.rename(config)
+    return config
+
+
+def pasta_de_config(estado: Path, modo: str) -> Path:
+    """Onde ficam os perfis que o hub passa aos usuários: a cópia de ``preparar`` (modo local) ou ``hub/``."""
+    config = estado / "config"
+    return config if modo == "local" and (config / "perfis").is_dir() else HUB
+
+
+def jupyter_config_path(estado: Path, modo: str, papel: str) -> str:
+    """O ``JUPYTER_CONFIG_PATH`` de um usuário: perfil do papel + comum (pt-BR) + o exchange do nbgrader."""
+    base = pasta_de_config(estado, modo)
+    return os.pathsep.join(str(p) for p in (base / "perfis" / papel, base / "perfis" / "comum", base))
 
 
 def chapters() -> list[str]:
@@ -192,9 +266,7 @@ def como_usuario(
     env = {
         "PATH": f"{bin_dos_usuarios(estado or estado_padrao(), modo)}:/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
-        "JUPYTER_CONFIG_PATH": os.pathsep.join(
-            str(p) for p in (HUB / "perfis" / papel_de(nome, estado), HUB / "perfis" / "comum", HUB)
-        ),
+        "JUPYTER_CONFIG_PATH": jupyter_config_path(estado or estado_padrao(), modo, papel_de(nome, estado)),
         "TDZ_EXCHANGE": str((estado or estado_padrao()) / "exchange"),
         "TDZ_CURSO_DIR": COURSE_DIRNAME,
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
@@ -289,6 +361,7 @@ def preparar(
     exchange.chmod(0o1777)
     if modo == "local":
         ambiente_dos_usuarios(estado)
+        config_dos_usuarios(estado)
     contas = garantir_contas(estado / "hub" / "contas.json", papeis)
     _PAPEIS.update({nome: dados["papel"] for nome, dados in contas.items()})
     for nome in papeis:

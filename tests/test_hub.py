@@ -422,6 +422,46 @@ def test_aluno_nao_le_arquivos_dos_outros_nem_do_professor(turma):
     assert not readable, f"Ana consegue ler: {readable}"
 
 
+def user_server_process(name: str) -> Path:
+    """O /proc do ``jupyterhub-singleuser`` do usuário (o servidor que o hub iniciou para ele)."""
+    uid = hh.pwd.getpwnam(name).pw_uid
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and proc.stat().st_uid == uid:
+                if b"jupyterhub-singleuser" in (proc / "cmdline").read_bytes():
+                    return proc
+        except OSError:
+            continue
+    raise AssertionError(f"o servidor de {name} não está rodando")
+
+
+def test_servidores_dos_usuarios_nao_leem_o_repositorio(turma):
+    """O repositório pode estar numa pasta fechada (um ``mktemp -d``): o servidor de um aluno acha os
+    perfis, o JupyterLab e o pacote do curso fora dele (quando o hub usa o ambiente-sombra)."""
+    ana, estado = turma["ana"], turma["estado"]
+    proc = user_server_process(ana)
+    env = dict(item.split("=", 1) for item in (proc / "environ").read_text().split("\0") if "=" in item)
+    config = env["JUPYTER_CONFIG_PATH"].split(os.pathsep)
+    inside = [p for p in config if Path(p).resolve().is_relative_to(ROOT)]
+    assert not inside, f"o JUPYTER_CONFIG_PATH de {ana} aponta para dentro do repositório: {inside}"
+    bin_dir = Path(env["PATH"].split(os.pathsep)[0])
+    if not bin_dir.is_relative_to(estado):
+        return  # o .venv do curso é alcançável por todos: o hub não criou o ambiente-sombra
+    python = bin_dir / "python"
+    code = (
+        "import jupyterlab, transformer_course\n"
+        "from jupyterlab.commands import get_app_dir\n"
+        "print(transformer_course.__file__); print(get_app_dir())"
+    )
+    r = hh.as_user(ana, [str(python), "-c", code], Path("/"), estado)
+    assert r.returncode == 0, r.stderr[-2000:]
+    package, app_dir = r.stdout.split()
+    for what, path in (("pacote do curso", package), ("JupyterLab (share/jupyter/lab)", app_dir)):
+        assert Path(path).resolve().is_relative_to(estado), (
+            f"{what} de {ana} vem de {path}, fora da pasta de estado {estado}"
+        )
+
+
 def test_aluno_nao_entra_no_servidor_de_outro_pela_api(turma):
     hub, ana, beto, prof = turma["hub"], turma["ana"], turma["beto"], turma["prof"]
     context, _ = turma["pages"]["ana"]
