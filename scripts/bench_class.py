@@ -9,8 +9,9 @@ mesma turma, cada vez numa cópia nova do curso, com ``scripts/grade_class.py``:
 (b) o ``LocalCluster`` embutido (um worker por núcleo);
 (c) ``dask scheduler`` + 2 processos ``dask worker`` e ``--scheduler tcp://...``.
 
-Imprime o tempo de relógio, o custo por notebook e a razão para o piso (partir um kernel +
-``import torch``) em cada modo, e a latência entrega → devolutiva liberada no serviço de
+Imprime o tempo de relógio, o custo por notebook, a razão para o piso (partir um kernel +
+``import torch``) e a fração da CPU da máquina ocupada em cada modo (perto de 100 %: mais workers
+não adiantam; só menos trabalho por notebook), e a latência entrega → devolutiva liberada no serviço de
 correção (``scripts/grading_service.py``): uma entrega com o serviço ocioso e, no fim de uma
 rajada de ``--rajada`` N alunos que enviam ao mesmo tempo (padrão 30), a latência da última
 devolutiva e a mediana e o p95 por entrega. Não é teste: só mede e imprime.
@@ -166,6 +167,21 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def cpu_times() -> tuple[int, int]:
+    """(total, ociosa) em tiques, somando todos os núcleos (``/proc/stat``; (0, 0) fora do Linux)."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return sum(fields), fields[3] + fields[4]  # idle + iowait
+
+
+def busy_fraction(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """Fração do tempo de CPU da máquina (todos os núcleos) ocupada entre duas leituras."""
+    total, idle = after[0] - before[0], after[1] - before[1]
+    return 1 - idle / total if total > 0 else float("nan")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -326,12 +342,14 @@ def main(argv: list[str] | None = None) -> int:
         for mode in [m for m in args.modos if m != "servico"]:
             course = Path(tmp) / mode / "curso"
             make_course(course, args.capitulos, args.alunos)
+            cpu_before = cpu_times()
             if mode == "sequencial":
                 wall, out = grade(course, "--sequencial")
             elif mode == "local":
                 wall, out = grade(course)
             else:
                 wall, out = with_scheduler(course)
+            busy = busy_fraction(cpu_before, cpu_times())
             inside = re.search(r"([\d.]+) s por entrega dentro dos workers", out)
             registering = re.search(r"(\d+) s do relógio registrando", out)
             errors = out.count("ERRO")
@@ -339,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{mode:<11} {wall:7.0f} s de relógio  {wall / n:6.1f} s/notebook de relógio "
                 f"({wall / n / floor:.1f}× o piso)  {rows[-1][3]:6.1f} s/notebook dentro do worker "
-                f"({rows[-1][3] / floor:.1f}× o piso)  erros: {errors}  carga {os.getloadavg()[0]:.1f}",
+                f"({rows[-1][3] / floor:.1f}× o piso)  erros: {errors}  carga {os.getloadavg()[0]:.1f}  "
+                f"CPU ocupada {busy:.0%} (todos os núcleos)",
                 flush=True,
             )
             if registering:
