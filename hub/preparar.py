@@ -112,13 +112,14 @@ def copiar_python_base(course_prefix: Path, dest: Path) -> Path:
 def ambiente_dos_usuarios(estado: Path) -> Path:
     """O ``bin/`` do ambiente com que os servidores dos usuários rodam.
 
-    É o ``.venv`` do curso, quando o interpretador dele é legível por todos. Quando não é (por
-    exemplo, um Python do pyenv em ``/root``, fechado aos outros usuários), cria em
+    É o ``.venv`` do curso, quando ele e o interpretador dele são alcançáveis por todos. Quando não
+    são (o repositório numa pasta fechada; um Python do pyenv em ``/root``), cria em
     ``<estado>/ambiente`` um ambiente-sombra com o *mesmo* interpretador e os *mesmos* pacotes:
 
-    - ``<estado>/python-base``: o Python base do ``.venv`` copiado por ligações físicas (``cp -al``:
-      segundos e nenhum byte a mais), com o executável copiado de verdade e o RUNPATH dele (onde
-      ele acha a ``libpython``) trocado por ``$ORIGIN/../lib``, para não depender da pasta fechada;
+    - ``<estado>/python-base`` (só se o interpretador estiver numa pasta fechada): o Python base do
+      ``.venv`` copiado por ligações físicas (``cp -al``: segundos e nenhum byte a mais), com o
+      executável copiado de verdade e o RUNPATH dele (onde ele acha a ``libpython``) trocado por
+      ``$ORIGIN/../lib``, para não depender da pasta fechada;
     - ``<estado>/ambiente``: um ambiente virtual desse Python, com o ``site-packages``, ``share`` e
       ``etc`` do ``.venv`` (também por ligações físicas; o pacote do curso, copiado: veja
       :func:`copiar_pacote`) e os executáveis do ``.venv`` (``jupyterhub-singleuser``, ``nbgrader``,
@@ -139,7 +140,9 @@ def ambiente_dos_usuarios(estado: Path) -> Path:
     if built.exists() and stamp.exists() and built.stat().st_mtime < stamp.stat().st_mtime:
         shutil.rmtree(shadow)  # o .venv mudou: refaz
     if not (shadow / "bin" / "python").exists():
-        python = copiar_python_base(course_prefix, estado / "python-base")
+        python = (course_bin / "python").resolve()
+        if not _readable_by_others(python):  # o interpretador também está fechado: vai uma cópia dele
+            python = copiar_python_base(course_prefix, estado / "python-base")
         subprocess.run([str(python), "-m", "venv", "--without-pip", str(shadow)], check=True)
     if not built.exists():
         shutil.rmtree(site)

@@ -134,3 +134,77 @@ def test_valores_do_zero_to_jupyterhub_e_imagem():
     assert first.startswith("FROM quay.io/jupyter/"), "a imagem parte de uma base docker-stacks do Jupyter"
     assert "constraints.txt" in dockerfile
     assert "Kubernetes" in README and "não roda" in README
+
+
+PY_VERSION = f"python{sys.version_info.major}.{sys.version_info.minor}"
+SYSTEM_PYTHON = Path("/usr/bin") / PY_VERSION
+VENV_SITE = Path(sys.prefix) / "lib" / PY_VERSION / "site-packages"
+
+
+@pytest.mark.skipif(
+    not SYSTEM_PYTHON.exists(),
+    reason=f"sem {SYSTEM_PYTHON} (o Python do Debian na versão deste): sudo apt-get install python3",
+)
+@pytest.mark.skipif(
+    not list(VENV_SITE.glob("__editable__*transformer_course*")),
+    reason="o pacote do curso não está instalado em modo editável (make venv o instala assim)",
+)
+def test_ambiente_sombra_de_um_repositorio_fechado_com_o_python_do_sistema(monkeypatch, tmp_path):
+    """Repositório numa pasta fechada (0700) e ``.venv`` do Python do sistema (legível por todos):
+    o ambiente-sombra usa o próprio interpretador (nada de copiar o ``/usr``), traz uma cópia do
+    pacote do curso no lugar do atalho da instalação editável e os arquivos de ``share``/``etc``."""
+    import subprocess
+
+    import preparar
+
+    closed = tmp_path / "fechado"
+    closed.mkdir()
+    closed.chmod(0o700)
+    venv = closed / ".venv"
+    subprocess.run([str(SYSTEM_PYTHON), "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = venv / "lib" / PY_VERSION / "site-packages"
+    for path in VENV_SITE.glob("__editable__*transformer_course*"):
+        (site / path.name).write_bytes(path.read_bytes())
+    for part in ("share/jupyter/lab/static/index.html", "etc/jupyter/jupyter_server_config.d/x.json"):
+        (venv / part).parent.mkdir(parents=True)
+        (venv / part).write_text("{}")
+    monkeypatch.setattr(preparar, "venv_bin", lambda: venv / "bin")
+    estado = tmp_path / "estado"
+
+    bin_dir = preparar.ambiente_dos_usuarios(estado)
+
+    assert bin_dir == estado / "ambiente" / "bin"
+    assert not (estado / "python-base").exists(), "copiou o Python do sistema, que todos já leem"
+    assert (bin_dir / "python").resolve() == SYSTEM_PYTHON.resolve()
+    shadow_site = estado / "ambiente" / "lib" / PY_VERSION / "site-packages"
+    assert not list(shadow_site.glob("__editable__*")), "o atalho para o repositório ficou no ambiente-sombra"
+    assert list((shadow_site / "transformer_course" / "__pycache__").glob("*.pyc")), "a cópia veio sem .pyc"
+    code = "import importlib.util; print(importlib.util.find_spec('transformer_course').origin)"
+    found = subprocess.run(
+        [str(bin_dir / "python"), "-c", code], cwd="/", capture_output=True, text=True, check=True
+    )
+    assert Path(found.stdout.strip()) == shadow_site / "transformer_course" / "__init__.py"
+    for part in ("share/jupyter/lab/static/index.html", "etc/jupyter/jupyter_server_config.d/x.json"):
+        path = estado / "ambiente" / part
+        assert path.is_file() and not (estado / "ambiente" / part.split("/")[0]).is_symlink(), part
+    # Refeito a cada make hub: uma mudança no pacote chega à cópia.
+    (shadow_site / "transformer_course" / "__init__.py").write_text("# velho\n")
+    preparar.ambiente_dos_usuarios(estado)
+    assert (shadow_site / "transformer_course" / "__init__.py").read_text() == (
+        ROOT / "transformer_course" / "__init__.py"
+    ).read_text()
+
+
+def test_perfis_dos_usuarios_ficam_na_pasta_de_estado(monkeypatch, tmp_path):
+    """No modo local, o JUPYTER_CONFIG_PATH dos usuários aponta para a cópia em ``<estado>/config``."""
+    import preparar
+
+    config = preparar.config_dos_usuarios(tmp_path)
+    assert (config / "perfis" / "aluno" / "labconfig" / "page_config.json").is_file()
+    assert (config / "nbgrader_config.py").read_text() == (HUB / "nbgrader_config.py").read_text()
+    paths = preparar.jupyter_config_path(tmp_path, "local", "aluno").split(os.pathsep)
+    assert paths == [str(config / "perfis" / "aluno"), str(config / "perfis" / "comum"), str(config)]
+    assert preparar.jupyter_config_path(tmp_path, "simples", "aluno").split(os.pathsep)[-1] == str(HUB)
+    c = load_hub_config(monkeypatch, tmp_path, TDZ_HUB_MODO="local")
+    spawner = type("S", (), {"user": type("U", (), {"name": "ana"})()})()
+    assert c.Spawner.environment["JUPYTER_CONFIG_PATH"](spawner).split(os.pathsep) == paths
