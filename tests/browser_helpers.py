@@ -206,29 +206,85 @@ def error_outputs(nb: dict) -> list[tuple[int, dict]]:
     ]
 
 
+DIALOG_LOG = ROOT / "artifacts" / "screenshots" / "dialogos.txt"
+
+
+def dismiss_dialogs(page, where: str) -> list[str]:
+    """Fecha (aceitando) os diálogos do JupyterLab abertos agora; devolve os textos deles.
+
+    Um diálogo que aparece sozinho (escolha de kernel, kernel reiniciado...) bloqueia todo clique na
+    página. Cada um fica registrado em ``artifacts/screenshots/dialogos.txt``, com ``where``.
+    """
+    seen = []
+    for _ in range(5):
+        dialog = page.locator(".jp-Dialog")
+        if not dialog.count():
+            break
+        try:
+            text = " ".join(dialog.first.inner_text(timeout=2000).split())[:300]
+            accept = dialog.first.locator(".jp-mod-accept")
+            (accept.first if accept.count() else dialog.first.locator(".jp-Dialog-button").last).click(
+                timeout=5000
+            )
+        except Exception as error:  # noqa: BLE001 - o diálogo fechou sozinho no meio
+            text = f"(sumiu: {type(error).__name__})"
+        seen.append(text)
+        page.wait_for_timeout(300)
+    if seen:
+        DIALOG_LOG.parent.mkdir(parents=True, exist_ok=True)
+        with DIALOG_LOG.open("a") as fh:
+            stamp = time.strftime("%H:%M:%S")
+            fh.writelines(f"{stamp} {where}: {text}\n" for text in seen)
+    return seen
+
+
+NOTEBOOK_STATUS_JS = """
+() => {
+  // O notebook da aba atual: o estado do kernel dele (não o de uma aba que ainda está fechando).
+  const panels = [...document.querySelectorAll('.jp-NotebookPanel')];
+  const panel = panels.find(p => !p.classList.contains('lm-mod-hidden'));
+  const selector = '.jp-Notebook-ExecutionIndicator';
+  const n = (panel && panel.querySelector(selector)) || document.querySelector(selector);
+  return n ? n.getAttribute('data-status') : null;
+}
+"""
+
+
 def wait_for_notebook(page, timeout_ms: int = 60_000) -> None:
-    """Espera o notebook abrir com o kernel conectado (e fecha um diálogo de kernel, se houver)."""
+    """Espera o notebook abrir com o kernel conectado e ocioso (fecha os diálogos que aparecerem).
+
+    Ocioso duas vezes seguidas, 0,5 s uma da outra: logo ao abrir, o indicador pode dizer "idle"
+    antes de o kernel existir.
+    """
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=timeout_ms)
     deadline = time.monotonic() + timeout_ms / 1000
+    idle = 0
     while time.monotonic() < deadline:
-        dialog = page.locator(".jp-Dialog")
-        if dialog.count():
-            dialog.locator(".jp-mod-accept").first.click()
-        status = page.evaluate(
-            "() => { const n = document.querySelector('.jp-Notebook-ExecutionIndicator');"
-            " return n ? n.getAttribute('data-status') : null; }"
-        )
-        if status == "idle":
+        dismiss_dialogs(page, "esperando o notebook abrir")
+        idle = idle + 1 if page.evaluate(NOTEBOOK_STATUS_JS) == "idle" else 0
+        if idle >= 2:
             return
-        page.wait_for_timeout(300)
+        page.wait_for_timeout(500)
 
 
-def click_menu(page, menu: str, item) -> None:
-    """Abre um menu da barra principal pelo nome e clica num item (texto exato ou regex)."""
-    page.locator(".lm-MenuBar-itemLabel", has_text=menu).first.click()
-    entry = page.locator(".lm-Menu-itemLabel").filter(has_text=item).first
-    entry.wait_for(state="visible", timeout=5000)
-    entry.click()
+def click_menu(page, menu: str, item, timeout_s: float = 30) -> None:
+    """Abre um menu da barra principal pelo nome e clica num item (texto exato ou regex).
+
+    Um diálogo aberto no caminho (ele intercepta os cliques) é fechado e o clique, repetido.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        dismiss_dialogs(page, f"antes do menu {menu}")
+        try:
+            page.locator(".lm-MenuBar-itemLabel", has_text=menu).first.click(timeout=5000)
+            entry = page.locator(".lm-Menu-itemLabel").filter(has_text=item).first
+            entry.wait_for(state="visible", timeout=5000)
+            entry.click(timeout=5000)
+            return
+        except Exception:
+            if time.monotonic() > deadline or not page.locator(".jp-Dialog").count():
+                raise
+            page.keyboard.press("Escape")  # o menu que ficou aberto atrás do diálogo
 
 
 def close_all_tabs(page) -> None:
