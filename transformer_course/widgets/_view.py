@@ -29,12 +29,14 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.axis import Axis
+from matplotlib.backend_bases import FigureCanvasBase
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
 from ..runtime import grading_mode
+from . import _glyphs
 from ._notice import NotBuiltWhenGrading, student_only
 
 __all__ = [
@@ -86,7 +88,11 @@ def encode_png(rgba) -> bytes:
 
 
 def _agg_canvas(fig: Figure) -> FigureCanvasAgg:
-    if fig.canvas is None or not isinstance(fig.canvas, FigureCanvasAgg):
+    """O canvas Agg da figura: o que guarda os glifos (:mod:`._glyphs`), se o matplotlib permitir."""
+    canvas = fig.canvas
+    if _glyphs.SUPPORTED and (canvas is None or type(canvas) in (FigureCanvasBase, FigureCanvasAgg)):
+        _glyphs.GlyphCacheCanvas(fig)
+    elif canvas is None or not isinstance(canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
     return fig.canvas
 
