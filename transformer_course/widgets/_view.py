@@ -32,7 +32,6 @@ from matplotlib.axis import Axis
 from matplotlib.backend_bases import FigureCanvasBase
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
 from ..runtime import grading_mode
@@ -143,19 +142,6 @@ def _text_key(text: Text) -> _At:
     return _At(look, float(x), float(y))
 
 
-def _line_style(line: Line2D) -> tuple:
-    color = line.get_color()
-    return (
-        color if isinstance(color, str) else tuple(np.ravel(color)),
-        line.get_alpha(),
-        line.get_marker() if isinstance(line.get_marker(), (str, int)) else id(line.get_marker()),
-        line.get_markersize(),
-        line.get_markeredgewidth(),
-        line.get_linewidth(),
-        line.get_linestyle(),
-    )
-
-
 class Blit:
     """O fundo fixo de uma figura desenhado uma vez; a cada estado, só os artistas que mudam.
 
@@ -169,10 +155,11 @@ class Blit:
     Texto é o desenho mais caro (glifo a glifo). Os textos de ``dynamic`` (e os rótulos das marcas
     e o rótulo de cada eixo ``Axis`` de ``dynamic``) são guardados em pixels, pela chave do que
     mostram (texto, posição, fonte, cor, rotação): um rótulo já visto ali é colado, não
-    redesenhado; os traços das marcas também. ``keys`` dá a chave de outros artistas (por exemplo,
-    os eixos de uma colorbar: o mapa de cor, os limites e o rótulo). Um guardado é colado por cima
-    do que veio antes dele em ``dynamic`` (sem transparência). Cada PNG desenha primeiro o que
-    falta no cache de pixels (cada peça sozinha sobre o fundo) e depois monta o quadro.
+    redesenhado; os traços das marcas são desenhados direto (uma chamada ao Agg cada). ``keys`` dá
+    a chave de outros artistas (por exemplo, os eixos de uma colorbar: o mapa de cor, os limites e
+    o rótulo). Um guardado é colado por cima do que veio antes dele em ``dynamic`` (sem
+    transparência). Cada PNG desenha primeiro o que falta no cache de pixels (cada peça sozinha
+    sobre o fundo) e depois monta o quadro.
     """
 
     def __init__(
@@ -224,7 +211,7 @@ class Blit:
         """Os artistas a desenhar agora, com a chave do desenho guardado (``None``: desenhar sempre).
 
         Um eixo (``Axis``) vira as suas partes, como em ``Axis.draw``: os traços das marcas são
-        desenhados; cada rótulo de marca e o rótulo do eixo são textos guardados pela chave.
+        desenhados direto; cada rótulo de marca e o rótulo do eixo são textos guardados pela chave.
         """
         for artist in self.dynamic:
             if not artist.get_visible():
@@ -237,18 +224,22 @@ class Blit:
                 yield artist, None
 
     def _axis_items(self, axis: Axis, renderer) -> Iterator[tuple[Artist, Hashable]]:
-        """As partes de um eixo, como em ``Axis.draw``, cada uma com a chave do seu desenho."""
-        # a posição de um traço de marca na tela: o valor da marca, os limites e a caixa dos eixos
+        """As partes de um eixo, como em ``Axis.draw``, cada uma com a chave do seu desenho.
+
+        Os traços das marcas (e as linhas de grade) são desenhados direto, sem chave: um traço é uma
+        chamada ao Agg, mais barata que guardá-lo (isolar o traço, comparar pixels) e quase o preço
+        de colá-lo.
+        """
+        # onde o eixo está na tela: os limites e a caixa dos eixos (a chave da posição do rótulo)
         frame = (tuple(np.round(axis.get_view_interval(), 9)), axis.axes.bbox.bounds)
         shown = []  # as chaves dos rótulos de marca que afastam o rótulo do eixo
         for tick in axis._update_ticks():
             if not tick.get_visible():
                 continue
-            where = (frame, round(float(tick.get_loc()), 9))
             for name in ("gridline", "tick1line", "tick2line"):
                 line = getattr(tick, name)
                 if line.get_visible():
-                    yield line, (where, name, *_line_style(line))
+                    yield line, None
             for label in (tick.label1, tick.label2):
                 if label.get_visible():
                     key = _text_key(label)
