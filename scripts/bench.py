@@ -309,16 +309,22 @@ def browser_latency() -> None:
     ``artifacts/bench/browser_latency.json`` a cada execução; aqui mostramos o último registro.
     """
     path = ROOT / "artifacts" / "bench" / "browser_latency.json"
-    print("navegador (Playwright, tecla -> src da imagem; gravado por tests/test_browser.py):")
+    print(
+        "navegador (Playwright; da tecla ao src da imagem mudar e, entre parênteses, à imagem nova"
+        " decodificada no quadro seguinte; gravado por tests/test_browser.py):"
+    )
     if not path.exists():
-        print("  ainda sem medida: rode `pytest tests/test_browser.py -k solucao -n 0`")
+        print("  ainda sem medida: rode `pytest tests/test_browser.py -k 'solucao or piso' -n 0`")
         return
     for chapter, entry in sorted(json.loads(path.read_text()).items()):
         if not entry.get("amostras_ms"):
             print(f"  {chapter:28s} sem amostras ({entry.get('nota', '')})")
             continue
+        screen = ""
+        if entry.get("tela_mediana_ms") is not None:
+            screen = f" (tela: {entry['tela_mediana_ms']:4.0f} / {entry['tela_p95_ms']:4.0f})"
         print(
-            f"  {chapter:28s} mediana {entry['mediana_ms']:6.0f} ms, p95 {entry['p95_ms']:6.0f} ms"
+            f"  {chapter:28s} mediana {entry['mediana_ms']:4.0f} ms, p95 {entry['p95_ms']:4.0f} ms{screen}"
             f"  ({len(entry['amostras_ms'])} toques; carga {entry['carga']}; {entry['quando']})"
         )
 

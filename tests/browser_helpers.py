@@ -371,38 +371,46 @@ def widget_image_src(area) -> str:
     return images.first.get_attribute("src") or "" if images.count() else ""
 
 
-# Cronômetro dentro do navegador: do keydown (o aluno aperta a seta) até o src da imagem mudar,
-# conferido a cada quadro (requestAnimationFrame). A promessa fica em window.__cursoLatency e
-# resolve com os milissegundos, ou null.
+# Cronômetro dentro do navegador, do keydown (o aluno aperta a seta) até:
+# - "src": o atributo src da imagem mudar (um MutationObserver anota o instante exato);
+# - "tela": a imagem nova decodificada (img.decode()) e o quadro seguinte (requestAnimationFrame),
+#   quando ela pode estar na tela.
+# A promessa fica em window.__cursoLatency e resolve com {src, tela} em ms, ou null.
 LATENCY_JS = """
 ([area, selector, timeoutMs]) => { window.__cursoLatency = new Promise(resolve => {
-  const current = () => {
-    const img = area.querySelector(selector);
-    return img ? img.getAttribute('src') : null;
-  };
-  const before = current();
-  let t0 = null;
+  const img = area.querySelector(selector);
+  if (!img) { resolve(null); return; }
+  const before = img.getAttribute('src');
+  let t0 = null, done = false, timer = null;
   const onKey = () => { if (t0 === null) t0 = performance.now(); };
-  document.addEventListener('keydown', onKey, {capture: true, once: true});
-  const deadline = performance.now() + timeoutMs;
-  const tick = () => {
+  const observer = new MutationObserver(() => {
     const now = performance.now();
-    if (t0 !== null && current() !== before) { resolve(now - t0); return; }
-    if (now > deadline) {
-      document.removeEventListener('keydown', onKey, {capture: true});
-      resolve(null);
-      return;
-    }
-    requestAnimationFrame(tick);
+    if (t0 === null || done || img.getAttribute('src') === before) return;
+    const src = now - t0;
+    observer.disconnect();
+    img.decode().catch(() => null).then(() => requestAnimationFrame(() => {
+      finish({src: src, tela: performance.now() - t0});
+    }));
+  });
+  const finish = value => {
+    if (done) return;
+    done = true;
+    observer.disconnect();
+    clearTimeout(timer);
+    document.removeEventListener('keydown', onKey, {capture: true});
+    resolve(value);
   };
-  requestAnimationFrame(tick);
+  document.addEventListener('keydown', onKey, {capture: true, once: true});
+  observer.observe(img, {attributes: true, attributeFilter: ['src']});
+  timer = setTimeout(() => finish(null), timeoutMs);
 }); }
 """
 
 
-def slider_latencies(page, area, presses: int = 6, timeout_s: float = 20) -> list[float]:
-    """Aperta a seta para a direita ``presses`` vezes no primeiro deslizador do widget e devolve, em ms,
-    o tempo de cada toque até a imagem mudar (medido no navegador). Só mede; não afirma nada."""
+def slider_latencies(page, area, presses: int = 6, timeout_s: float = 20) -> list[dict]:
+    """Aperta a seta para a direita ``presses`` vezes no primeiro deslizador do widget e devolve, por
+    toque, ``{"src": ms, "tela": ms}``: o tempo até o src da imagem mudar e até a imagem nova,
+    decodificada, poder estar na tela (medidos no navegador). Só mede; não afirma nada."""
     handle = area.locator(".widget-slider .noUi-handle").first
     if not area.locator(".widget-slider .noUi-handle").count():
         return []
@@ -418,22 +426,37 @@ def slider_latencies(page, area, presses: int = 6, timeout_s: float = 20) -> lis
         value = page.evaluate("() => window.__cursoLatency")
         if value is None:
             break  # fim do deslizador ou a imagem não mudou
-        samples.append(round(float(value), 1))
+        samples.append({name: round(float(value[name]), 1) for name in ("src", "tela")})
         page.wait_for_timeout(800)
     return samples
 
 
-def record_latency(path: Path, chapter: str, samples: list[float], note: str = "") -> dict:
-    """Acrescenta as latências de um capítulo ao JSON de ``path`` (mediana, p95, amostras, carga)."""
+def _stats(values: list[float]) -> tuple[float | None, float | None]:
+    """Mediana e p95 de uma lista de ms (``None`` sem amostras)."""
+    ordered = sorted(values)
+    if not ordered:
+        return None, None
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, -(-95 * len(ordered) // 100) - 1)]
+
+
+def record_latency(path: Path, chapter: str, samples: list[dict], note: str = "") -> dict:
+    """Acrescenta as latências de um capítulo ao JSON de ``path``: mediana e p95 até o src mudar
+    (``mediana_ms``, ``p95_ms``) e até a imagem poder estar na tela (``tela_*``), com a carga."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         data = {}
-    ordered = sorted(samples)
+    src = [sample["src"] for sample in samples]
+    screen = [sample["tela"] for sample in samples]
+    median, p95 = _stats(src)
+    screen_median, screen_p95 = _stats(screen)
     entry = {
-        "amostras_ms": samples,
-        "mediana_ms": statistics.median(ordered) if ordered else None,
-        "p95_ms": ordered[min(len(ordered) - 1, -(-95 * len(ordered) // 100) - 1)] if ordered else None,
+        "amostras_ms": src,
+        "mediana_ms": median,
+        "p95_ms": p95,
+        "tela_amostras_ms": screen,
+        "tela_mediana_ms": screen_median,
+        "tela_p95_ms": screen_p95,
         "carga": round(os.getloadavg()[0], 2),
         "quando": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
