@@ -195,7 +195,6 @@ def widgets() -> dict[str, dict[str, float]]:
         for factory, cases in getattr(module, "BENCH", []):
             explorer = factory()
             before, cold, model, walk = [], [], [], []
-
             for _ in range(3):
                 for kwargs in cases:
                     start = time.perf_counter()
@@ -231,7 +230,10 @@ def widgets() -> dict[str, dict[str, float]]:
             print(f"  {label}", flush=True)
             print(f"    antes (print_figure tight): {_ms(before)}", flush=True)
             print(f"    1ª visita (cache vazio):    {_ms(cold)}", flush=True)
-            print(f"      dos quais update():       {_ms(model)}  (o modelo e os dados; o resto é o PNG)")
+            print(
+                f"      dos quais update():       {_ms(model)}  (o modelo e os dados; o resto é o PNG)",
+                flush=True,
+            )
             print(f"    passeio passo a passo:      {_ms(walk)}  ({len(walk)} movimentos)", flush=True)
             if ready.get("estados"):
                 print(

@@ -7,7 +7,7 @@ marca, títulos com números), e o mesmo glifo, na mesma fração de pixel, dá 
 FreeType só desloca o contorno pela parte inteira da posição. :class:`GlyphCacheRenderer` guarda
 esse bitmap pela chave (fonte, tamanho, resolução, glifo, opções de hinting, transformação, fração
 de pixel) e, da segunda vez, só o cola (``draw_text_image``), no mesmo lugar em que o matplotlib o
-colaria: a figura sai igual, pixel a pixel (``tests/test_widgets_render.py`` compara).
+colaria: a figura sai igual, pixel a pixel (``tests/test_widgets_glyphs.py`` compara).
 
 Se o matplotlib instalado não tiver o desenho glifo a glifo (versões antes da 3.11), o canvas usa o
 renderizador de sempre.
@@ -48,17 +48,12 @@ class GlyphCacheRenderer(RendererAgg):
         antialiased = gc.get_antialiased()
         mode = RenderMode.NORMAL if antialiased else RenderMode.MONO
         height = self.height
-        rotation = None
-        glyph_list = []
+        rotation = {}  # (extend, slant) -> a matriz do FreeType (a mesma para o texto todo, em geral)
         for font, size, glyph_index, slant, extend, dx, dy in glyphs:  # dy para cima
-            matrix = (extend, slant)
-            if rotation is None or rotation[0] != matrix:
-                rotation = (
-                    matrix,
-                    (0x10000 * np.array([[cos, -sin], [sin, cos]]) @ [[extend, extend * slant], [0, 1]])
-                    .round()
-                    .astype(int),
-                )
+            transform = rotation.get((extend, slant))
+            if transform is None:
+                matrix = np.array([[cos, -sin], [sin, cos]]) @ [[extend, extend * slant], [0, 1]]
+                transform = rotation[extend, slant] = (0x10000 * matrix).round().astype(int)
             # a posição da origem do glifo, em 1/64 de pixel (o y do FreeType cresce para cima)
             px = round(0x40 * (x + dx * cos - dy * sin))
             py = round(0x40 * (height - y + dx * sin + dy * cos))
@@ -72,12 +67,10 @@ class GlyphCacheRenderer(RendererAgg):
                 load_flags,
                 hinting_factor,
                 antialiased,
-                rotation[1].tobytes(),
+                transform.tobytes(),
                 px & 0x3F,
                 py & 0x3F,
             )
-            glyph_list.append((font, size, glyph_index, rotation[1], px, py, whole_x, whole_y, key))
-        for font, size, glyph_index, transform, px, py, whole_x, whole_y, key in glyph_list:
             hit = _BITMAPS.get(key)
             if hit is None:
                 font.set_size(size, self.dpi)
