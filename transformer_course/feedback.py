@@ -726,6 +726,24 @@ class Check:
             self.fail("A descrição do objeto veio malformada.")
         return response.value
 
+    def scenario(self, name: str, target: Any = None, **fields: Any):
+        """Um roteiro do capítulo do lado do aluno (``transformer_course/scenarios``); a resposta inteira.
+
+        ``fields`` vão no pedido (tensores, números, referências). Não levanta: a verificação lê
+        ``response.error`` (ou chama :meth:`raise_for`).
+        """
+        __tracebackhide__ = True
+        from .probe import HarnessFailure
+
+        try:
+            response = self.student.request("scenario", target, name=name, **fields)
+        except (HarnessFailure, ValueError) as exc:
+            raise _fail(
+                self.name, self.tried, f"A correção não recebeu a resposta da sua função: {exc}."
+            ) from None
+        self.last = response
+        return response
+
     def load(self, obj: Any, params: dict) -> dict:
         """Copia ``params`` (nome -> tensor) para os parâmetros/buffers de um objeto do aluno."""
         __tracebackhide__ = True

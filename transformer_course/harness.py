@@ -24,12 +24,20 @@ import io
 import json
 import traceback
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 from . import wire
 
-__all__ = ["MIME", "Objects", "decode_request", "encode_response", "execute", "serve"]
+__all__ = [
+    "MIME",
+    "Objects",
+    "decode_request",
+    "encode_response",
+    "error_data",
+    "execute",
+    "resolve",
+    "serve",
+]
 
 MIME = "application/vnd.transformers-do-zero.probe.v1"
 
@@ -69,7 +77,8 @@ _OBJECTS = Objects()
 # ====================================================================== resolver o alvo de um pedido
 
 
-def _resolve(target: Any, namespace: dict, objects: Objects) -> Any:
+def resolve(target: Any, namespace: dict, objects: Objects) -> Any:
+    """O objeto a que o alvo de um pedido se refere (um nome do notebook, um objeto guardado...)."""
     if not isinstance(target, dict):
         raise LookupError("alvo malformado")
     kind = target.get("kind")
@@ -81,7 +90,7 @@ def _resolve(target: Any, namespace: dict, objects: Objects) -> Any:
     if kind == "handle":
         return objects.get(target.get("id"))
     if kind == "attr":
-        obj = _resolve(target.get("of"), namespace, objects)
+        obj = resolve(target.get("of"), namespace, objects)
         for part in str(target.get("name", "")).split("."):
             obj = getattr(obj, part)
         return obj
@@ -95,14 +104,15 @@ def _resolve(target: Any, namespace: dict, objects: Objects) -> Any:
     raise LookupError(f"alvo desconhecido: {kind!r}")
 
 
-def _error(exc: BaseException) -> dict:
+def error_data(exc: BaseException) -> dict:
     """A exceção do aluno como dados: tipo, a linha de código dele, a mensagem (curta)."""
     frames = traceback.extract_tb(exc.__traceback__)
     line = ""
     for frame in reversed(frames):
         name = frame.filename
         if "transformer_course" not in name and "/torch/" not in name and "site-packages" not in name:
-            line = f"linha {frame.lineno}: `{(frame.line or '').strip()[:160]}`"
+            if (frame.line or "").strip():
+                line = f"linha {frame.lineno}: `{frame.line.strip()[:160]}`"
             break
     try:
         message = str(exc)
@@ -200,7 +210,7 @@ def _call(request: dict, namespace: dict, objects: Objects) -> dict:
     """O verbo ``call``: chama o alvo com os argumentos e devolve o que as opções pedirem."""
     import torch
 
-    target = _resolve(request.get("target"), namespace, objects)
+    target = resolve(request.get("target"), namespace, objects)
     args = request.get("args", [])
     kwargs = request.get("kwargs", {})
     options = request.get("options", {})
@@ -224,7 +234,7 @@ def _call(request: dict, namespace: dict, objects: Objects) -> dict:
     except BaseException as exc:  # noqa: BLE001 - toda exceção do aluno vira dados
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-        out["error"] = _error(exc)
+        out["error"] = error_data(exc)
         result = None
     finally:
         for hook in hooks:
@@ -322,9 +332,6 @@ def _load(obj, params: dict) -> dict:
 # ====================================================================== pedidos
 
 
-VERBS: dict[str, Callable] = {}
-
-
 def execute(request: dict, namespace: dict, objects: Objects | None = None) -> dict:
     """Executa um pedido já decodificado (tensores de verdade, objetos de verdade); devolve os campos.
 
@@ -339,16 +346,32 @@ def execute(request: dict, namespace: dict, objects: Objects | None = None) -> d
             return _call(request, namespace, objects)
         if verb == "describe":
             try:
-                obj = _resolve(request.get("target"), namespace, objects)
+                obj = resolve(request.get("target"), namespace, objects)
             except Exception as exc:  # noqa: BLE001
-                return {"error": _error(exc)}
+                return {"error": error_data(exc)}
             return {"value": _describe(obj, list(request.get("attrs", [])))}
         if verb == "load":
-            obj = _resolve(request.get("target"), namespace, objects)
+            obj = resolve(request.get("target"), namespace, objects)
             return {"value": _load(obj, request.get("params", {}))}
-        if verb in VERBS:
-            return VERBS[verb](request, namespace, objects)
+        if verb == "scenario":
+            return _scenario(request, namespace, objects)
     raise LookupError(f"pedido desconhecido: {verb!r}")
+
+
+def _scenario(request: dict, namespace: dict, objects: Objects) -> dict:
+    """Um roteiro de um capítulo (``"ch06.train_epoch"``): o que é longo demais para pedidos soltos.
+
+    Mora em ``transformer_course/scenarios/chNN.py`` (o lado do kernel, sem oráculo) e devolve os
+    campos da resposta, como :func:`_call`.
+    """
+    import importlib
+
+    name = str(request.get("name", ""))
+    chapter, _, function = name.partition(".")
+    if not chapter.startswith("ch") or not function.isidentifier() or function.startswith("_"):
+        raise LookupError(f"roteiro desconhecido: {name!r}")
+    module = importlib.import_module(f"{__package__}.scenarios.{chapter}")
+    return getattr(module, function)(request, namespace, objects)
 
 
 def decode_request(message: dict, objects: Objects) -> dict:
@@ -377,7 +400,9 @@ def serve(payload: str) -> None:
         fields = execute(request, _user_namespace(), objects)
         text = json.dumps(encode_response(fields, objects))
     except Exception as exc:  # noqa: BLE001 - a falha do atendimento também é dado
-        text = json.dumps({"schema": wire.SCHEMA, "value": None, "tensors": [], "harness_error": _error(exc)})
+        text = json.dumps(
+            {"schema": wire.SCHEMA, "value": None, "tensors": [], "harness_error": error_data(exc)}
+        )
     publish_display_data({MIME: text}, metadata={})
 
 

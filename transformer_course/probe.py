@@ -32,6 +32,7 @@ __all__ = [
     "Attr",
     "Handle",
     "HarnessFailure",
+    "Import",
     "LocalStudent",
     "Remote",
     "RemoteStudent",
@@ -52,6 +53,13 @@ class Remote:
     @property
     def __name__(self) -> str:  # as mensagens dizem o nome da função
         return self.name
+
+
+@dataclass(frozen=True)
+class Import:
+    """Um objeto importado do lado do aluno pelo nome qualificado (uma classe do pacote, do PyTorch)."""
+
+    path: str
 
 
 @dataclass(frozen=True)
@@ -116,12 +124,16 @@ class _Base:
     """O que os dois lados têm em comum: montar o pedido a partir dos alvos da verificação."""
 
     def target(self, obj) -> dict:
+        if obj is None:
+            return {"kind": "value", "value": None}
         if isinstance(obj, Handle):
             return {"kind": "handle", "id": obj.id}
         if isinstance(obj, Attr):
             return {"kind": "attr", "of": self.target(obj.of), "name": obj.name}
         if isinstance(obj, Remote):
             return {"kind": "name", "name": obj.name}
+        if isinstance(obj, Import):
+            return {"kind": "import", "path": obj.path}
         return self.local_target(obj)
 
     def local_target(self, obj) -> dict:
