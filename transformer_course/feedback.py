@@ -538,6 +538,23 @@ def refuse_reference(answer: Any, reference: Any, run: Callable[[], Any], name: 
 # ====================================================================== o contexto de uma verificação
 
 
+NOT_IMPLEMENTED = "Você ainda não implementou"
+
+
+def _studying(check) -> bool:
+    """A verificação roda no notebook do aluno, no JupyterLab (nem no Validar, nem na correção)?"""
+    import os
+
+    if check.remote or os.environ.get("NBGRADER_EXECUTION") or os.environ.get("NBGRADER_VALIDATING"):
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and hasattr(shell, "kernel")
+
+
 class Check:
     """O contexto de uma verificação: carrega o nome do exercício e o caso, conta as expectativas
     e formata toda mensagem por meio deste módulo.
@@ -590,6 +607,14 @@ class Check:
         self._stack.__exit__(etype, exc, tb)
         if etype is None:
             passed(self.name, self.count, "(testes ocultos)" if self.hidden else "")
+            return False
+        if isinstance(exc, CheckFailure) and str(exc).startswith(NOT_IMPLEMENTED) and _studying(self):
+            # No JupyterLab (Executar tudo), um exercício por fazer não para o notebook: o aviso
+            # aparece e as células seguintes rodam. No Validar e na correção, ele vale 0.
+            from .probe import report
+
+            report(f"⏳ {exc} O resto do notebook continua; no Validar e na correção, este teste vale 0.")
+            return True
         return False
 
     @property
