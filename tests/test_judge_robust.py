@@ -52,7 +52,8 @@ class JunkStudent(_Base):
         if kind == 6 and depth < 3:
             return tuple(self.value(depth + 1) for _ in range(self.rng.randint(0, 3)))
         if kind == 7 and depth < 3:
-            return {self.rng.choice(["loss", "accuracy", "a", "b", 0]): self.value(depth + 1) for _ in range(3)}
+            keys = ["loss", "accuracy", "a", "b", 0]
+            return {self.rng.choice(keys): self.value(depth + 1) for _ in range(3)}
         if kind == 8:
             return wire.Handle(self.rng.randint(1, 5), "Coisa", ("Coisa", "torch.nn.modules.module.Module"))
         return wire.Describe("numpy.ndarray", "array([1])", (2, 2), "float64")
