@@ -126,7 +126,7 @@ class Mistake:
 
 
 def slug(text: str, limit: int = 60) -> str:
-    """Um identificador curto e estável de um texto: "a atenção SEM a divisão" -> "a-atencao-sem-a-divisao"."""
+    """Um identificador curto e estável: "a atenção SEM a divisão" -> "a-atencao-sem-a-divisao"."""
     import re
     import unicodedata
 
