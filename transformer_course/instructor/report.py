@@ -105,8 +105,8 @@ def _write_csv(rows: list[Row], path: Path) -> None:
         writer = csv.writer(fh)
         writer.writerow(fields)
         for r in rows:
-            writer.writerow([r.student, r.chapter, r.exercise, r.grade_id, int(r.hidden), r.status,
-                             r.points, r.max_points, r.kind, r.where, r.mistake, r.cause, r.diagnosis_id])  # fmt: skip
+            row = [r.student, r.chapter, r.exercise, r.grade_id, int(r.hidden), r.status, r.points]
+            writer.writerow([*row, r.max_points, r.kind, r.where, r.mistake, r.cause, r.diagnosis_id])
 
 
 def _figure(chapter: str, rows: list[Row]) -> str:
@@ -191,8 +191,9 @@ def write_class_report(course_root: str | Path) -> tuple[Path, Path] | None:
             for (grade_id, hidden), t_rows in tests.items():
                 share = sum(r.status == "passou" for r in t_rows) / len(t_rows)
                 kind = "oculto" if hidden else "visível"
+                n_ok = sum(r.status == "passou" for r in t_rows)
                 parts.append(f"<tr><td>{e(grade_id)} ({kind})</td><td class='n'>{_pct(share)} "
-                             f"({sum(r.status == 'passou' for r in t_rows)} de {len(t_rows)})</td></tr>")  # fmt: skip
+                             f"({n_ok} de {len(t_rows)})</td></tr>")  # fmt: skip
             parts.append("</table>")
             failed = [r for r in ex_rows if r.status != "passou"]
             students = defaultdict(set)
@@ -205,8 +206,9 @@ def write_class_report(course_root: str | Path) -> tuple[Path, Path] | None:
                 for key, who in sorted(students.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:8]:
                     example = next(r for r in failed if (r.diagnosis_id or r.status) == key)
                     text = example.cause or STATUS_LABEL.get(example.status, example.status)
+                    names = e(", ".join(sorted(who)))
                     parts.append(f"<tr><td>{e(text)}<br><small><code>{e(key)}</code></small></td>"
-                                 f"<td class='n'>{len(who)}</td><td>{e(', '.join(sorted(who)))}</td></tr>")  # fmt: skip
+                                 f"<td class='n'>{len(who)}</td><td>{names}</td></tr>")  # fmt: skip
                 parts.append("</table>")
             undiagnosed = sorted({r.student for r in failed if not r.diagnosed})
             if undiagnosed:
