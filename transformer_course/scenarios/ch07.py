@@ -2,7 +2,7 @@
 
 - :class:`ToyBigramModel`: um "modelo de linguagem" de logits conhecidos (uma tabela de bigramas)
   que a verificação de ``generate`` constrói do lado do aluno e passa à função dele. Guarda o maior
-  contexto que recebeu e quantas vezes foi chamado, para a verificação perguntar depois (dados);
+  contexto que recebeu, para a verificação perguntar depois (como dados);
 - :func:`quiz_answers`: o valor da resposta do questionário (a função ``respostas_quiz`` chamada,
   ou o próprio dicionário), para voltar como dados.
 
@@ -24,8 +24,7 @@ class ToyBigramModel(nn.Module):
     """Modelo de brinquedo: os logits da posição t são ``table[ids[:, t]]``.
 
     Com ``max_len``, recusa contextos mais longos (como um GPT de verdade, cuja tabela
-    de posições acaba em ``max_len``). ``longest_context`` guarda o maior contexto recebido;
-    ``calls``, quantas vezes o modelo foi chamado.
+    de posições acaba em ``max_len``). ``longest_context`` guarda o maior contexto recebido.
 
     Formas:
         ids (B, T) -> logits (B, T, V)
@@ -37,11 +36,9 @@ class ToyBigramModel(nn.Module):
         if max_len is not None:
             self.max_len = max_len
         self.longest_context = 0
-        self.calls = 0
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         T = ids.size(1)
-        self.calls += 1
         self.longest_context = max(self.longest_context, T)
         if hasattr(self, "max_len") and T > self.max_len:
             raise RuntimeError(f"contexto de {T} tokens, mas o modelo só enxerga max_len = {self.max_len}")
