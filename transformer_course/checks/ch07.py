@@ -25,6 +25,7 @@ from ..costs import kaplan_loss as kaplan_loss_ref
 from ..exercises import Exercise, GradedCell
 from ..feedback import Check, Mistake, describe
 from ..generation import generate as generate_ref
+from ..numbers import br
 from ..probe import Import, report
 from ..scenarios.ch07 import ToyBigramModel
 
@@ -231,11 +232,16 @@ def _sample(c: Check, fn, logits, temperature, top_k, n_draws, seed, extra="", e
             hint = _only_match(freq, known, _dist(scaled, top_k))
         c.expect(
             not outside,
-            f"Logits: {logits.tolist()}; os {top_k} maiores são os tokens {sorted(top)}, mas sua função "
+            f"Logits: {_numbers(logits)}; os {top_k} maiores são os tokens {sorted(top)}, mas sua função "
             f"sorteou também {outside}.",
             hint,
         )
     _expect_distribution(c, freq, logits, temperature, top_k)
+
+
+def _numbers(values: torch.Tensor) -> str:
+    """Uma lista de números com 3 casas, no formato brasileiro: ``[0,865; 0,117; -1,000]``."""
+    return "[" + "; ".join(br(v, ".3f") for v in values.tolist()) + "]"
 
 
 def _dist(scaled, k=None, smallest=False):
@@ -299,12 +305,11 @@ def _expect_distribution(c: Check, freq, logits, temperature, top_k, tol=FREQ_TO
         candidates.append((BATCH_AXIS, torch.full_like(logits, 1 / logits.numel())))
     ok = bool((freq - expected).abs().max() <= tol)
     hint = None if ok else _only_match(freq, candidates, expected, tol)
-    fmt = lambda p: "[" + ", ".join(f"{v:.3f}" for v in p.tolist()) + "]"  # noqa: E731
     c.expect(
         ok,
         f"A distribuição dos tokens sorteados não é softmax(logits / temperature)"
-        f"{' restrita aos k maiores' if top_k else ''}.\nLogits: {fmt(logits)}\n"
-        f"Frequências esperadas: {fmt(expected)}\nFrequências obtidas:   {fmt(freq)}",
+        f"{' restrita aos k maiores' if top_k else ''}.\nLogits: {_numbers(logits)}\n"
+        f"Frequências esperadas: {_numbers(expected)}\nFrequências obtidas:   {_numbers(freq)}",
         f"sua saída coincide com {hint}." if hint else None,
     )
 
