@@ -1030,14 +1030,18 @@ class Check:
         desc = self.describe(answer)
         module = str(desc.get("module") or "")
         mro = [str(m) for m in desc.get("class_mro", [])]
-        where = f"`{reference.__module__}.{reference.__qualname__}`"
+        qualified = f"{reference.__module__}.{reference.__qualname__}"
+        where = f"`{qualified}`"
         own = module.startswith("transformer_course") or any(
             m.startswith("transformer_course.") and m.rsplit(".", 1)[-1] == reference.__name__ for m in mro
         )
-        expect(
-            not own,
-            self.name,
-            "origem da resposta",
-            f"Sua resposta é ou herda de a implementação de referência do pacote ({where}).",
-            "escreva a sua própria implementação, sem importar, chamar ou herdar a do pacote.",
-        )
+        uses = qualified in [str(u) for u in desc.get("uses_package", []) or []]
+        if own or uses:
+            raise _fail(
+                self.name,
+                "origem da resposta",
+                f"Sua resposta {'é ou herda de' if own else 'usa por dentro'} a implementação de referência "
+                f"do pacote ({where}).",
+                "escreva a sua própria implementação, sem importar, chamar ou herdar a do pacote.",
+                kind="referencia",
+            )
