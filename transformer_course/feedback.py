@@ -14,6 +14,7 @@ escreve em stderr, mesmo que todas as verificações passem.
 from __future__ import annotations
 
 import contextlib
+import math
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -298,19 +299,35 @@ def expect_shape(
         )
 
 
-def _matches(actual: torch.Tensor, candidate: Any, dtype: torch.dtype) -> bool:
+def _matches(actual: torch.Tensor, candidate: Any, dtype: torch.dtype, scale: float | None = None) -> bool:
+    """``actual`` coincide com o que um erro conhecido produziria (``candidate``)?
+
+    A tolerância absoluta perto de zero acompanha o tamanho dos valores (``scale``: o maior |valor|
+    esperado): com números de 10⁻⁷, "coincide com 0" não pode valer só porque a diferença é menor
+    que a tolerância absoluta de números perto de 1.
+    """
     if not isinstance(candidate, torch.Tensor) or candidate.shape != actual.shape:
         return False
+    tol = tolerances(dtype)
+    if scale is not None and math.isfinite(scale):
+        tol["atol"] = min(tol["atol"], tol["rtol"] * scale)
     try:
         torch.testing.assert_close(
             actual.detach().to(torch.float64),
             candidate.detach().to(torch.float64),
             equal_nan=True,
-            **tolerances(dtype),
+            **tol,
         )
-    except AssertionError:
+    except (AssertionError, RuntimeError, TypeError):
         return False
     return True
+
+
+def _scale(expected: Any) -> float | None:
+    if isinstance(expected, torch.Tensor) and expected.numel() and expected.is_floating_point():
+        finite = expected.detach()[torch.isfinite(expected.detach())]
+        return float(finite.abs().max()) if finite.numel() else None
+    return None
 
 
 def expect_close(
@@ -337,7 +354,7 @@ def expect_close(
     def diagnose() -> str | None:
         if isinstance(actual, torch.Tensor):
             for mistake in mistakes:
-                if _matches(actual, mistake.value, expected.dtype):
+                if _matches(actual, mistake.value, expected.dtype, _scale(expected)):
                     found.append(mistake)
                     verb = "coincidem" if what.startswith(("as ", "os ")) else "coincide"
                     return f"{what} {verb} com {mistake.name}."
@@ -922,9 +939,11 @@ class Check:
             self.fail(f"Esperava {wanted} {_in(what)}; veio {describe(value)}.", why)
         if not math.isclose(value, expected, rel_tol=rel, abs_tol=abs_tol):
             matched = None
+            # Perto de zero, a tolerância de um erro conhecido acompanha o tamanho do valor esperado.
+            near_zero = min(abs_tol, max(rel, 1e-6) * abs(expected))
             for mistake in mistakes:
                 if isinstance(mistake.value, (int, float)) and math.isclose(
-                    value, mistake.value, rel_tol=max(rel, 1e-6), abs_tol=abs_tol
+                    value, mistake.value, rel_tol=max(rel, 1e-6), abs_tol=near_zero
                 ):
                     hint, matched = f"{what} coincide com {mistake.name}.", mistake
                     break
