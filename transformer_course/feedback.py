@@ -339,8 +339,13 @@ def expect_close(
     mistakes: Iterable[Mistake] = (),
     rtol: float | None = None,
     atol: float | None = None,
+    confirm: Callable[[Mistake], bool] | None = None,
 ) -> None:
     """Compara ``actual`` com o oráculo usando ``torch.testing.assert_close``.
+
+    ``confirm``: antes de nomear um erro conhecido que coincide neste caso, a verificação o confere
+    em mais um caso (a função recebe o erro e diz se ele reproduz a resposta do aluno lá também);
+    um erro que não se confirma não é nomeado (a mensagem diz só onde está a diferença).
 
     Verifica, nesta ordem: é tensor, forma, dtype, NaN/inf, valores. Em caso de
     diferença, procura entre ``mistakes`` um erro conhecido que produza exatamente
@@ -355,6 +360,8 @@ def expect_close(
         if isinstance(actual, torch.Tensor):
             for mistake in mistakes:
                 if _matches(actual, mistake.value, expected.dtype, _scale(expected)):
+                    if confirm is not None and not confirm(mistake):
+                        continue
                     found.append(mistake)
                     verb = "coincidem" if what.startswith(("as ", "os ")) else "coincide"
                     return f"{what} {verb} com {mistake.name}."
@@ -905,10 +912,12 @@ class Check:
         mistakes: Iterable[Mistake] = (),
         rtol: float | None = None,
         atol: float | None = None,
+        confirm: Callable[[Mistake], bool] | None = None,
     ) -> None:
+        """Compara com o oráculo (ver :func:`expect_close`; ``confirm`` confere um erro noutro caso)."""
         __tracebackhide__ = True
         self.count += 1
-        expect_close(actual, expected, self.name, self.tried, what, mistakes, rtol, atol)
+        expect_close(actual, expected, self.name, self.tried, what, mistakes, rtol, atol, confirm)
 
     def number(
         self,
@@ -1004,7 +1013,10 @@ class Check:
                         expect_unchanged([original], [came_back], [label], self.name, self.tried)
 
     def first_difference(
-        self, stages: Sequence[tuple[str, Any, torch.Tensor]], mistakes: Iterable[Mistake] = ()
+        self,
+        stages: Sequence[tuple[str, Any, torch.Tensor]],
+        mistakes: Iterable[Mistake] = (),
+        confirm: Callable[[Mistake], bool] | None = None,
     ):
         """Compara etapas intermediárias em ordem e aponta a primeira que difere.
 
@@ -1016,7 +1028,7 @@ class Check:
         self.count += 1
         for label, actual, expected in stages:
             try:
-                expect_close(actual, expected, self.name, self.tried, label, mistakes)
+                expect_close(actual, expected, self.name, self.tried, label, mistakes, confirm=confirm)
             except CheckFailure as failure:
                 body = str(failure).split("\n", 2)[-1]
                 inner = {k: v for k, v in failure.data.items() if k not in ("exercise", "case", "id")}
