@@ -431,7 +431,8 @@ plots.residual_norm_figure(normas)
 # Primeiro, isso é o que eles mediram nos seus modelos, não uma lei. Segundo, a própria explicação é
 # contestada: Liu et al. (2020) mostram que corrigir só o desequilíbrio dos gradientes não estabiliza o
 # Post-LN, e concluem que ele não é a causa de fundo da instabilidade; a causa, para eles, é uma
-# **amplificação** — cada camada Post-LN depende muito do seu ramo residual, e isso transforma pequenas
+# **amplificação** — cada camada Post-LN depende muito do seu ramo residual (*residual branch*, o
+# $f(x)$ da soma $x + f(x)$), e isso transforma pequenas
 # mudanças nos parâmetros (os passos do treino) em grandes mudanças na saída. Os mesmos autores
 # mostram que o Post-LN, quando consegue treinar, às vezes chega a um resultado final melhor. Terceiro,
 # o Pre-LN tem os seus próprios desequilíbrios entre camadas (Shleifer et al., 2021).
