@@ -26,6 +26,7 @@ import torch
 __all__ = [
     "Check",
     "CheckFailure",
+    "Finding",
     "Mistake",
     "call",
     "describe",
@@ -35,10 +36,12 @@ __all__ = [
     "expect_unchanged",
     "expect_not_reference",
     "expect_raises",
+    "exception_of",
     "forbid_torch_functions",
     "is_stub",
     "passed",
     "refuse_reference",
+    "same_exception",
     "snapshot",
     "tolerances",
 ]
@@ -124,6 +127,27 @@ class Mistake:
     @property
     def key(self) -> str:
         return self.id or slug(self.name)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Um diagnóstico achado depois de uma falha, sem uma lista de saídas previstas.
+
+    Uma propriedade do enunciado que a resposta quebra (``kind="propriedade"``: as linhas somam 1, a
+    saída não muda quando as chaves são permutadas...) ou um parâmetro da família da resposta certa
+    ajustado à saída do aluno (``kind="parametro"``: o expoente da escala, o fator dos FLOPs...).
+
+    Attributes:
+        kind: ``"propriedade"`` ou ``"parametro"`` (ou outro tipo de diagnóstico).
+        id: identificador estável (o relatório da turma conta por ele): ``"linhas-somam-1"``.
+        cause: a frase do diagnóstico, em pt-BR, completa ("seu fator de escala é d_k^(−1), ...").
+        where: a etapa onde a propriedade quebra (opcional; senão, a da falha).
+    """
+
+    kind: str
+    id: str
+    cause: str
+    where: str | None = None
 
 
 def slug(text: str, limit: int = 60) -> str:
@@ -370,8 +394,10 @@ def expect_close(
     def known() -> dict:
         return {"mistake": found[-1].key} if found else {}
 
-    hint = diagnose()
+    # O diagnóstico só é procurado quando a comparação falha: uma resposta certa que coincide com um
+    # erro conhecido (quando o erro não muda nada neste caso) não custa as chamadas de `confirm`.
     if not isinstance(actual, torch.Tensor) or tuple(actual.shape) != tuple(expected.shape):
+        hint = diagnose()
         kind = "tipo" if not isinstance(actual, torch.Tensor) else "forma"
         try:
             expect_shape(actual, expected.shape, name, tried, what, hint=hint)
@@ -404,6 +430,7 @@ def expect_close(
     try:
         torch.testing.assert_close(actual.detach(), expected.detach(), equal_nan=False, **tol)
     except AssertionError:
+        hint = diagnose()
         a, e = actual.detach().to(torch.float64), expected.detach().to(torch.float64)
         bad = ~torch.isclose(a, e, rtol=tol["rtol"], atol=tol["atol"])
         idx = tuple(int(i) for i in torch.nonzero(bad)[0]) if bad.any() else ()
@@ -456,6 +483,34 @@ def expect_unchanged(
                 kind="entrada_modificada",
                 where=label,
             )
+
+
+def exception_of(run: Callable[[], object]) -> tuple[str, str] | None:
+    """O tipo e a mensagem da exceção que ``run()`` levanta (``None`` se não levanta).
+
+    Para reproduzir, do lado da verificação, a exceção que um erro conhecido provoca (e compará-la
+    com a do aluno por :func:`same_exception`).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            run()
+        except Exception as exc:  # noqa: BLE001 - a exceção é o resultado que se compara
+            return type(exc).__name__, str(exc)
+    return None
+
+
+def same_exception(error: dict | None, raised: tuple[str, str] | None) -> bool:
+    """A exceção do aluno (como dados, ``response.error``) é a mesma que ``raised`` (tipo e mensagem)?
+
+    O kernel corta mensagens longas com "…": então basta o começo coincidir.
+    """
+    if not isinstance(error, dict) or raised is None:
+        return False
+    message = str(error.get("message", ""))
+    if message.endswith("…"):
+        return error.get("type") == raised[0] and raised[1].startswith(message[:-1])
+    return (error.get("type"), message) == tuple(raised)
 
 
 def expect_raises(
@@ -784,8 +839,12 @@ class Check:
         self.last = response
         return response
 
-    def raise_for(self, response, hint_on_error: str | None = None) -> None:
-        """Transforma a exceção que a resposta do aluno levantou numa falha clara (ou não faz nada)."""
+    def raise_for(self, response, hint_on_error: str | None = None, **data: Any) -> None:
+        """Transforma a exceção que a resposta do aluno levantou numa falha clara (ou não faz nada).
+
+        ``data``: o diagnóstico como dados, quando ``hint_on_error`` vem de um erro conhecido
+        (``mistake="..."``).
+        """
         __tracebackhide__ = True
         error = response.error
         if error is None:
@@ -817,8 +876,7 @@ class Check:
             self.tried,
             f"Sua função levantou {kind}: {message}{where}",
             hint_on_error,
-            kind="excecao",
-            exception=kind,
+            **{"kind": "excecao", "exception": kind, **data},
         )
 
     def call(self, fn: Any, *args: Any, hint_on_error: str | None = None, **kwargs: Any) -> Any:
@@ -885,24 +943,45 @@ class Check:
 
     # ------------------------------------------------------------ expectativas (cada uma conta)
 
-    def expect(self, condition: bool, body: str, hint: str | None = None) -> None:
+    def expect(self, condition: bool, body: str, hint: str | None = None, **data: Any) -> None:
+        """Falha com ``body`` (e a dica) quando ``condition`` é falsa; ``data``: o diagnóstico como dados
+        (``kind="propriedade", mistake="linhas-somam-1"``)."""
         __tracebackhide__ = True
         self.count += 1
+        if data:
+            if not condition:
+                self.fail(body, hint, **data)
+            return
         expect(condition, self.name, self.tried, body, hint)
 
-    def shape(self, value: Any, shape: Sequence[int], what: str = "a saída", hint: str | None = None) -> None:
+    def shape(
+        self, value: Any, shape: Sequence[int], what: str = "a saída", hint: str | None = None, **data: Any
+    ) -> None:
+        """Exige um tensor com a forma dada; ``data``: o diagnóstico como dados (tipo ``forma``/``tipo``)."""
         __tracebackhide__ = True
         self.count += 1
-        expect_shape(value, shape, self.name, self.tried, what, hint)
+        if not data:
+            expect_shape(value, shape, self.name, self.tried, what, hint)
+            return
+        if not isinstance(value, torch.Tensor):
+            body, kind = f"Esperava um tensor {_in(what)}; veio {describe(value)}.", "tipo"
+        elif tuple(value.shape) != tuple(shape):
+            body = f"Forma errada {_in(what)}: esperada {tuple(shape)}, obtida {tuple(value.shape)}."
+            kind = "forma"
+        else:
+            return
+        self.fail(body, hint, **{"kind": kind, "where": what, **data})
 
-    def dtype(self, value: Any, dtype: torch.dtype, what: str = "a saída", hint: str | None = None) -> None:
+    def dtype(
+        self, value: Any, dtype: torch.dtype, what: str = "a saída", hint: str | None = None, **data: Any
+    ) -> None:
         """Exige um tensor do dtype pedido no enunciado (por exemplo "em float32")."""
         __tracebackhide__ = True
         self.count += 1
         if not isinstance(value, torch.Tensor):
-            self.fail(f"Esperava um tensor {_in(what)}; veio {describe(value)}.", hint)
+            self.fail(f"Esperava um tensor {_in(what)}; veio {describe(value)}.", hint, **data)
         if value.dtype != dtype:
-            self.fail(f"dtype errado {_in(what)}: esperado {dtype}, obtido {value.dtype}.", hint)
+            self.fail(f"dtype errado {_in(what)}: esperado {dtype}, obtido {value.dtype}.", hint, **data)
 
     def close(
         self,
@@ -930,12 +1009,14 @@ class Check:
         abs_tol: float = 1e-12,
         mistakes: Iterable[Mistake] = (),
         hint: str | None = None,
+        confirm: Callable[[Mistake], bool] | None = None,
     ) -> None:
         """Exige um número do Python (``float``/``int``; ``int`` se ``integer``) próximo de ``expected``.
 
         Um tensor de um elemento, um número do NumPy ou um ``bool`` não valem: o enunciado pede
         um número do Python (use ``.item()``). ``hint`` é o diagnóstico quando nenhum erro
-        conhecido (``mistakes``) coincide.
+        conhecido (``mistakes``) coincide. ``confirm``: como em :meth:`close`, um erro conhecido que
+        coincide aqui só é nomeado se reproduz a resposta também noutro caso.
         """
         __tracebackhide__ = True
         import math
@@ -945,14 +1026,16 @@ class Check:
         if isinstance(value, bool) or not isinstance(value, kinds):
             wanted = "um inteiro do Python (`int`)" if integer else "um número do Python (`float`)"
             why = "converta com `.item()`." if isinstance(value, torch.Tensor) else None
-            self.fail(f"Esperava {wanted} {_in(what)}; veio {describe(value)}.", why)
+            self.fail(f"Esperava {wanted} {_in(what)}; veio {describe(value)}.", why, kind="tipo", where=what)
         if not math.isclose(value, expected, rel_tol=rel, abs_tol=abs_tol):
             matched = None
             # Perto de zero, a tolerância de um erro conhecido acompanha o tamanho do valor esperado.
             near_zero = min(abs_tol, max(rel, 1e-6) * abs(expected))
             for mistake in mistakes:
-                if isinstance(mistake.value, (int, float)) and math.isclose(
-                    value, mistake.value, rel_tol=max(rel, 1e-6), abs_tol=near_zero
+                if (
+                    isinstance(mistake.value, (int, float))
+                    and math.isclose(value, mistake.value, rel_tol=max(rel, 1e-6), abs_tol=near_zero)
+                    and (confirm is None or confirm(mistake))
                 ):
                     hint, matched = f"{what} coincide com {mistake.name}.", mistake
                     break
@@ -963,6 +1046,56 @@ class Check:
                 where=what,
                 **({"mistake": matched.key} if matched else {}),
             )
+
+    # ------------------------------------------------------------ diagnósticos sem lista prevista
+
+    @contextlib.contextmanager
+    def diagnosing(self, *finders: Callable[[], Finding | None], kinds: Sequence[str] = ("valores", "nan")):
+        """Quando uma falha do bloco não tem diagnóstico, procura um com ``finders``, em ordem.
+
+        Só falhas dos tipos ``kinds`` sem erro conhecido nem causa recebem um. Cada ``finder`` confere
+        uma propriedade do enunciado ou ajusta um parâmetro (fazendo pedidos ao lado do aluno, se
+        precisar) e devolve um :class:`Finding` ou ``None``; o primeiro achado entra na mensagem
+        ("Diagnóstico provável: ...") e nos dados (``kind``, ``mistake`` = o id, ``cause``). Um
+        ``finder`` que quebra (uma resposta estranha do aluno) conta como nada achado: a falha
+        original sobe como estava.
+        """
+        __tracebackhide__ = True
+        try:
+            yield
+        except CheckFailure as failure:
+            data = failure.data
+            if data.get("mistake") or data.get("cause") or data.get("kind") not in kinds:
+                raise
+            finding = self.find(*finders)
+            if finding is None:
+                raise
+            raise self.diagnosed(failure, finding) from None
+
+    def find(self, *finders: Callable[[], Finding | None]) -> Finding | None:
+        """O primeiro :class:`Finding` que ``finders`` acham (um que quebra conta como nada achado)."""
+        for finder in finders:
+            try:
+                found = finder()
+            except Exception:  # noqa: BLE001 - um diagnóstico nunca derruba a verificação
+                continue
+            if isinstance(found, Finding):
+                return found
+        return None
+
+    def diagnosed(self, failure: CheckFailure, finding: Finding) -> CheckFailure:
+        """A mesma falha com o diagnóstico ``finding`` na mensagem e nos dados."""
+        message = str(failure).split("\nDiagnóstico provável: ", 1)[0]
+        data = dict(failure.data)
+        data.update(
+            symptom=data.get("kind"),
+            kind=finding.kind,
+            mistake=finding.id,
+            cause=finding.cause,
+            where=finding.where or data.get("where"),
+        )
+        data["id"] = "/".join(p for p in (data.get("exercise") or self.name, finding.kind, finding.id) if p)
+        return CheckFailure(f"{message}\nDiagnóstico provável: {finding.cause}", data)
 
     def raises(
         self, exc_type: type[BaseException], fn: Any, *args: Any, hint: str | None = None, **kwargs: Any
