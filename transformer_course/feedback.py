@@ -670,14 +670,15 @@ def refuse_reference(answer: Any, reference: Any, run: Callable[[], Any], name: 
         with _reference_spy(span) as spy:
             call(run, name, "chamada vigiada (origem da resposta)")
         used = spy.used
-    expect(
-        not (static or used),
-        name,
-        "origem da resposta",
-        f"Sua resposta {'é ou herda de' if static else 'executa'} a implementação de referência do pacote "
-        f"({where}).",
-        "escreva a sua própria implementação, sem importar, chamar ou herdar a do pacote.",
-    )
+    if static or used:
+        raise _fail(
+            name,
+            "origem da resposta",
+            f"Sua resposta {'é ou herda de' if static else 'executa'} a implementação de referência do "
+            f"pacote ({where}).",
+            "escreva a sua própria implementação, sem importar, chamar ou herdar a do pacote.",
+            kind="referencia",  # o mesmo tipo que a recusa no juiz
+        )
 
 
 # ====================================================================== o contexto de uma verificação
@@ -1115,9 +1116,13 @@ class Check:
             self.fail(
                 f"Esperava {wanted}; sua função levantou {error.get('type')}: {error.get('message')}{where}",
                 hint,
+                kind="excecao",
+                exception=error.get("type"),
             )
         if not error.get("message", "").strip():
-            self.fail(f"Levantou {wanted}, mas sem mensagem: explique o problema ao usuário.")
+            self.fail(
+                f"Levantou {wanted}, mas sem mensagem: explique o problema ao usuário.", kind="sem_mensagem"
+            )
 
     @contextlib.contextmanager
     def untouched(self, **inputs: Any):
