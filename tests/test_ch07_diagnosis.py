@@ -325,6 +325,26 @@ def test_every_quiz_failure_says_which_answer():
     assert info.value.data["id"] == "respostas_quiz/resposta/d-fora-das-familias"
 
 
+# ---------------------------------------------------------------- as respostas certas, com qualquer semente
+
+
+@pytest.mark.parametrize("i", range(20))
+def test_correct_answers_keep_full_marks_with_any_submission_seed(i):
+    """Nenhum diagnóstico novo derruba uma resposta certa escrita de outro jeito (laço por linha, where,
+    cumsum + rand do gerador, float64, exp/log), com as sementes ocultas de 20 entregas."""
+    from test_ch07_checks import CORRECT_GENERATE, _cost, _kaplan
+
+    from transformer_course.checks import ch07
+    from transformer_course.instructor.judge import seed_offset
+
+    offset = seed_offset(b"diagnostico", f"aluno-{i}", CHAPTER, "oculto")
+    with judging(LocalStudent(), offset, []):
+        for fn in CORRECT_GENERATE[1:]:
+            ch07.check_generate_hidden(fn)
+        ch07.check_kaplan_loss_hidden(_kaplan(lambda n: math.exp(0.076 * (math.log(8.8e13) - math.log(n)))))
+        ch07.check_attention_cost_hidden(_cost(lambda n, d: 2 * n * n * d * 2, lambda n, d: n * n * 32 // 8))
+
+
 # ---------------------------------------------------------------- no juiz: a mesma mensagem, os mesmos dados
 
 
