@@ -15,7 +15,7 @@ import time
 from transformer_course.harness import MIME
 from transformer_course.probe import RemoteStudent
 
-__all__ = ["StudentKernel", "solution_code"]
+__all__ = ["StudentKernel", "local_and_remote", "solution_code"]
 
 
 class StudentKernel:
@@ -86,3 +86,33 @@ def solution_code(chapter: str, names: set[str] | None = None) -> str:
             ):
                 parts.append(cell.source)
     return "\n\n".join(parts)
+
+
+def local_and_remote(
+    kernel: StudentKernel, chapter: str, exercise_name: str, answer, answer_name: str, offset: int
+):
+    """O veredito de cada célula de um exercício para a mesma resposta, dado aqui e pelo juiz remoto.
+
+    ``answer`` é a resposta definida neste processo; ``answer_name``, o nome com que o mesmo código
+    está definido no ``kernel`` (ligado ao nome do exercício antes de corrigir). Devolve
+    ``{grade_id: (mensagem local ou None se passou, Verdict remoto)}``; as células ocultas com o
+    deslocamento de sementes ``offset``, nos dois lados.
+    """
+    from transformer_course.exercises import all_exercises
+    from transformer_course.feedback import CheckFailure
+    from transformer_course.instructor.judge import judge_cell
+    from transformer_course.probe import LocalStudent, judging
+
+    exercise = next(ex for ex in all_exercises() if ex.chapter == chapter and ex.name == exercise_name)
+    kernel.run(f"{exercise_name} = {answer_name}")
+    out = {}
+    for cell in exercise.cells:
+        check = exercise.hidden if cell.hidden else exercise.visible
+        local = None
+        with judging(LocalStudent(), offset if cell.hidden else 0, []):
+            try:
+                check(answer)
+            except CheckFailure as failure:
+                local = str(failure)
+        out[cell.grade_id] = (local, judge_cell(chapter, cell.grade_id, kernel.student(), offset))
+    return out

@@ -256,6 +256,20 @@ class PerHeadLoop(Base):
         return self.W_O(torch.cat(outs, dim=-1)), torch.stack(ws, dim=1)
 
 
+class ScalesQueriesInPlace(Base):
+    """Correta: a escala aplicada no lugar sobre Q (uma view da saída de W_Q), depois do gancho."""
+
+    def forward(self, query, key, value, mask=None):
+        q, k, v = (self.split(t) for t in self.project(query, key, value))
+        q /= math.sqrt(self.d_k)
+        scores = q @ k.transpose(-2, -1)
+        mask = self.prepare_mask(mask)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(-1)
+        return self.finish(self.merge(self.drop(weights) @ v), weights)
+
+
 class SplitNoTranspose(Base):
     def split(self, x):
         B, T, D = x.shape
@@ -346,7 +360,9 @@ class ReferenceCopy(ref.MultiHeadAttention):
     pass
 
 
-@pytest.mark.parametrize("cls", [ref.MultiHeadAttention, Base, FusedEinsumWhere, PerHeadLoop])
+@pytest.mark.parametrize(
+    "cls", [ref.MultiHeadAttention, Base, FusedEinsumWhere, PerHeadLoop, ScalesQueriesInPlace]
+)
 def test_mha_correct_variants_pass(cls, capsys):
     ch03.check_multi_head_attention(cls)
     if cls is not ref.MultiHeadAttention:
