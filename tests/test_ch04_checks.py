@@ -599,11 +599,11 @@ def test_reference_layers_equal_pytorch(norm_first):
 def test_variant_builder_matches_pytorch():
     """O montador de variantes das verificações, sem erro, é a própria camada do PyTorch."""
     for norm_first in (True, False):
-        t = ch04._torch_layer(True, 8, 2, 16, norm_first, 0)
+        t = ch04._torch_layer(True, 8, 2, 16, norm_first, torch.Generator().manual_seed(0))
         x, mem = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
         out, _, _ = ch04._variant(t, x, mem, None, None, norm_first)
         torch.testing.assert_close(out, t(x, mem))
-        te = ch04._torch_layer(False, 8, 2, 16, norm_first, 0)
+        te = ch04._torch_layer(False, 8, 2, 16, norm_first, torch.Generator().manual_seed(0))
         torch.testing.assert_close(ch04._variant(te, x, None, None, None, norm_first)[0], te(x))
 
 
