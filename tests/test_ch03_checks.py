@@ -12,6 +12,7 @@ from torch.nn import functional as F
 
 from transformer_course import multihead as ref
 from transformer_course.checks import ch03
+from transformer_course.probe import LocalStudent, judging
 
 # ---------------------------------------------------------------- split_heads / merge_heads
 
@@ -557,3 +558,16 @@ def test_mha_names_value_projected_from_key():
 
     with pytest.raises(AssertionError, match=r"aparece em `W_V\(value\)`.*\n(.*\n)*.*`W_V` aplicada a `key`"):
         ch03.check_multi_head_attention(ValueFromKey)
+
+
+@pytest.mark.parametrize("offset", [1, 987_654_321])
+def test_hidden_checks_accept_correct_variants_with_other_seeds(offset):
+    """Na correção, os casos ocultos mudam a cada entrega (as sementes deslocadas): as respostas certas
+    escritas de outro jeito passam com qualquer sorteio (o relatório da conversão rodou 20)."""
+    with judging(LocalStudent(), offset, []):
+        for fn in (split_loops, split_unflatten):
+            ch03.check_split_heads_hidden(fn)
+        for fn in (merge_cat, merge_einsum_flatten):
+            ch03.check_merge_heads_hidden(fn)
+        for cls in (FusedEinsumWhere, PerHeadLoop, PerHeadDropoutOrder, ScalesQueriesInPlace):
+            ch03.check_multi_head_attention_hidden(cls)
