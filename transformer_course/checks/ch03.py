@@ -104,7 +104,7 @@ def _gradient(c: Check, fn: Callable, tried: str, x: torch.Tensor, args: tuple, 
         c.shape(out, shape)
         c.raise_for(response)
     c.expect(_on_graph(response.value), HINTS["graph"])
-    c.close(response.grads[0], oracle(weights), "o gradiente em `x`")
+    c.close((response.grads or [None])[0], oracle(weights), "o gradiente em `x`")
 
 
 # ---------------------------------------------------------------- split_heads e merge_heads
