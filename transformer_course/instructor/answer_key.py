@@ -121,11 +121,52 @@ def _chapters_from(chapter: str) -> set[str]:
     return set(CHAPTERS[CHAPTERS.index(chapter) :])
 
 
-def withheld_for_grading(chapter: str) -> dict[str, dict[str, str]]:
-    """As referências retidas na correção de ``chapter``: as dele e as dos capítulos seguintes."""
+def withheld_for_grading(chapter: str, course_root: Path | None = None) -> dict[str, dict[str, str]]:
+    """As referências retidas na correção de ``chapter``: as dele e as dos capítulos seguintes.
+
+    Exceção: uma referência que o próprio enunciado entrega como ferramenta (a resposta-modelo de
+    outro exercício do capítulo a usa pelo nome, como a ``FeedForwardRef`` dentro da
+    ``EncoderLayer`` do capítulo 4) fica no kernel; a verificação recusa a resposta que a use.
+    """
     keep = _chapters_from(chapter)
     refs = graded_references()
-    return {m: {n: c for n, c in names.items() if c in keep} for m, names in refs.items() if names}
+    tools = tools_of(chapter, course_root)
+    return {
+        m: {n: c for n, c in names.items() if c in keep and (m, n) not in tools}
+        for m, names in refs.items()
+        if names
+    }
+
+
+def tools_of(chapter: str, course_root: Path | None = None) -> set[tuple[str, str]]:
+    """(módulo, nome) das referências que as respostas-modelo de ``chapter`` usam como ferramenta.
+
+    Lê o ``source/`` do curso em ``course_root`` (padrão: a pasta acima do pacote, no repositório).
+    """
+    import nbformat
+
+    from ..course import CHAPTERS
+
+    root = Path(course_root) if course_root is not None else package_root().parent
+    path = root / "source" / chapter / f"{chapter}.ipynb"
+    if chapter not in CHAPTERS or not path.exists():
+        return set()
+    nb = nbformat.read(path, as_version=4)
+    imports: dict[str, tuple[str, str]] = {}
+    for cell in nb.cells:
+        tree = _cell_tree(cell.source) if cell.cell_type == "code" else None
+        if tree is not None:
+            imports |= _imported_names(tree)
+    found = set()
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("solution"):
+            continue
+        tree = _cell_tree(cell.source)
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Name) and imports.get(node.id, ("", ""))[1]:
+                found.add(imports[node.id])
+    return found
 
 
 def withheld_for_students(released: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -289,12 +330,12 @@ def _grading_stubs(tmp: Path) -> None:
     )
 
 
-def grading_package(chapter: str, cache: Path) -> Path:
+def grading_package(chapter: str, cache: Path, course_root: Path | None = None) -> Path:
     """O pacote que o kernel confinado importa ao corrigir ``chapter`` (montado uma vez, guardado).
 
     ``cache``: uma pasta do corretor. Devolve a pasta ``.../transformer_course`` a montar.
     """
-    withheld = withheld_for_grading(chapter)
+    withheld = withheld_for_grading(chapter, course_root)
     key = _fingerprint(package_root(), withheld, "grading")
     dest = Path(cache) / f"{chapter}-{key}"
     target = dest / PACKAGE
@@ -412,14 +453,16 @@ def _bound(tree: ast.AST) -> set[str]:
     return names
 
 
-def cells_to_skip(cells: list, chapter: str, keep: set[int] = frozenset()) -> dict[int, str]:
+def cells_to_skip(
+    cells: list, chapter: str, keep: set[int] = frozenset(), course_root: Path | None = None
+) -> dict[int, str]:
     """Índice -> motivo (pt-BR) das células de código que não rodam na correção de ``chapter``.
 
     Uma célula é pulada quando usa (não só importa) um nome ligado a uma referência retida, a algo
     do pacote que depende dela, ou a um nome definido por uma célula já pulada. As células em
     ``keep`` (as respostas e os testes) sempre rodam. Nada é executado: é uma análise do código.
     """
-    withheld = withheld_for_grading(chapter)
+    withheld = withheld_for_grading(chapter, course_root)
     tainted_pkg = _dependents(withheld)
     dotted = _dotted(tainted_pkg)
     tainted: dict[str, str] = {}  # nome no notebook -> o que ele carrega de retido

@@ -260,9 +260,12 @@ class JudgedExecute(SandboxedExecute):
         self._secret = grading_secret(root)
         # O gabarito fica com o professor: o kernel importa o pacote sem as referências deste
         # capítulo e dos seguintes, e as demonstrações que dependem delas não rodam.
-        self._package = grading_package(self._chapter, Path(root) / "grading" / ".pacote-da-correcao")
+        cache = Path(root) / "grading" / ".pacote-da-correcao"
+        self._package = grading_package(self._chapter, cache, Path(root))
         answers = {i for i, cell in enumerate(nb.cells) if _meta(cell).get("solution")}
-        self._skip = cells_to_skip(nb.cells, self._chapter, keep=answers | set(self._tests))
+        self._skip = cells_to_skip(
+            nb.cells, self._chapter, keep=answers | set(self._tests), course_root=Path(root)
+        )
         self._source_cells = _source_test_sources(
             root, info.get("assignment") or self._chapter, self._chapter
         )
