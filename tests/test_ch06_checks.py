@@ -503,7 +503,15 @@ def eval_variant(kind="ok"):
                 model.train()
         elif kind not in ("leave_eval",):
             model.train(was)
-        loss = sum(losses) if kind == "loss_sum" else sum(losses) / len(losses)
+        sizes = [len(y) for _, y in loader]
+        if kind == "loss_sum":
+            loss = sum(losses)
+        elif kind == "loss_batch_mean":  # a média simples das perdas dos lotes (o erro do enunciado)
+            loss = sum(losses) / len(losses)
+        elif kind == "loss_no_division":
+            loss = sum(v * n for v, n in zip(losses, sizes))
+        else:  # a média por exemplo: Σ perda_b·B_b / N
+            loss = sum(v * n for v, n in zip(losses, sizes)) / total
         return {"loss": loss, "accuracy": correct / total}
 
     return fn
@@ -517,9 +525,26 @@ def eval_decorated(model, loader, loss_fn):
         out = [(_logits(model(x)), y) for x, y in loader]
         losses = [loss_fn(lg, y).item() for lg, y in out]
         hits = sum(int((lg.argmax(-1) == y).sum()) for lg, y in out)
-        return {"loss": float(np.mean(losses)), "accuracy": hits / sum(len(y) for _, y in out)}
+        sizes = [len(y) for _, y in out]
+        return {"loss": float(np.average(losses, weights=sizes)), "accuracy": hits / sum(sizes)}
     finally:
         model.train(mode)
+
+
+def eval_summed(model, loader, loss_fn):
+    """A média por exemplo somada num tensor (perda do lote × tamanho) e dividida por N no fim."""
+    was = model.training
+    model.eval()
+    total, hits, n = torch.zeros((), dtype=torch.float64), 0, 0
+    with torch.no_grad():
+        for x, y in loader:
+            logits = _logits(model(x))
+            total += loss_fn(logits, y).double() * y.numel()
+            hits += (logits.argmax(-1) == y).sum().item()
+            n += len(y)
+    model.train(was)
+    total = total.item()
+    return {"loss": total / n, "accuracy": hits / n}
 
 
 @pytest.mark.parametrize(
@@ -529,9 +554,10 @@ def eval_decorated(model, loader, loss_fn):
         eval_variant("inference_mode"),
         eval_variant("if_was"),
         eval_decorated,
+        eval_summed,
         SOL["evaluate"],
     ],
-    ids=["ok", "inference_mode", "if_was", "decorador", "notebook"],
+    ids=["ok", "inference_mode", "if_was", "decorador", "soma", "notebook"],
 )
 def test_evaluate_correct_variants_pass(fn, capsys):
     ch06.check_evaluate(fn)
@@ -546,6 +572,8 @@ EVAL_MISTAKES = [
     ("always_train", "saiu em modo de treino"),
     ("attr", "só parte do modelo"),
     ("loss_sum", "SOMA das perdas"),
+    ("loss_batch_mean", "média simples das perdas dos lotes; a avaliação pede a média por exemplo"),
+    ("loss_no_division", "sem dividir pelo total de exemplos"),
     ("backward", "backward"),
     ("zero_grad", "gradientes dos parâmetros mudaram"),
 ]
@@ -604,7 +632,7 @@ CORRECT = {
     "train_epoch": [SOL["train_epoch"]]
     + [train_variant(k) for k in ("ok", "model_zero_grad", "zero_grad_false", "opt_params", "len_loader")],
     "evaluate": [SOL["evaluate"], eval_variant("inference_mode"), eval_variant("if_was"), eval_decorated,
-]
+                 eval_summed],
 }  # fmt: skip
 
 

@@ -82,9 +82,7 @@ def evaluate(model, loader, loss_fn):
     {restore}
     return {{"loss": {loss}, "accuracy": correct / seen}}
 """
-RIGHT_EVAL = dict(
-    eval="model.eval()", ctx="torch.no_grad()", restore="model.train(was)", loss="sum(losses) / len(losses)"
-)
+RIGHT_EVAL = dict(eval="model.eval()", ctx="torch.no_grad()", restore="model.train(was)", loss="total / seen")
 
 
 def _eval(**change) -> str:
@@ -94,7 +92,7 @@ def _eval(**change) -> str:
 WRONG_EVAL = {
     "sem eval()": _eval(eval="pass"),
     "sem no_grad": _eval(ctx="torch.enable_grad()"),
-    "média ponderada pelo tamanho do lote": _eval(loss="total / seen"),
+    "média simples das perdas dos lotes": _eval(loss="sum(losses) / len(losses)"),
     "modo não restaurado": _eval(restore="pass"),
     "sempre volta a treino": _eval(restore="model.train()"),
 }
@@ -199,7 +197,7 @@ def test_wrong_answers_lose_points_with_the_local_message(kernel, name, label):
         ("train_epoch", "perda como tensor", False, "ligado ao grafo"),
         ("evaluate", "sem eval()", False, "modo de TREINO durante a avaliação"),
         ("evaluate", "sem no_grad", False, "gradientes estavam ligados"),
-        ("evaluate", "média ponderada pelo tamanho do lote", False, "o contrato pede a média simples"),
+        ("evaluate", "média simples das perdas dos lotes", False, "a avaliação pede a média por exemplo"),
         ("evaluate", "modo não restaurado", False, "ficou em modo de avaliação"),
         ("evaluate", "sempre volta a treino", False, "saiu em modo de treino"),
         ("make_warmup_scheduler", "taxa base mantida", False, "taxa base do otimizador mantida"),

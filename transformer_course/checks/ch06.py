@@ -418,8 +418,12 @@ def _trace_stages(student: dict, expected: dict, dtype: torch.dtype) -> list:
     return [(label, tensor(a), tensor(e)) for label, a, e in pairs]
 
 
-def _expect_metrics(c: Check, result, batches: list) -> None:
-    """``result`` é um dicionário de números: a média simples das perdas e acertos / total."""
+def _expect_metrics(c: Check, result, batches: list, per_example: bool = False) -> None:
+    """``result`` é um dicionário de números: a perda média e acertos / total.
+
+    A perda é a média simples das perdas dos lotes no treino e a média por exemplo,
+    Σ perda_b·B_b / N, na avaliação (``per_example``).
+    """
     keys = f" com as chaves {sorted(map(str, result))}" if isinstance(result, dict) else ""
     c.expect(
         isinstance(result, dict) and {"loss", "accuracy"} <= set(result),
@@ -433,18 +437,47 @@ def _expect_metrics(c: Check, result, batches: list) -> None:
         )
     losses, hits, sizes = (list(column) for column in zip(*batches))
     n, total, correct = len(batches), sum(sizes), sum(hits)
-    expected = sum(losses) / n
-    loss_mistakes = [
-        Mistake(
-            "a SOMA das perdas dos lotes; o contrato pede a média (divida pelo número de lotes)", sum(losses)
-        ),
-        Mistake(
-            "a média ponderada pelo tamanho do lote; o contrato pede a média simples das perdas dos lotes",
-            sum(v * k for v, k in zip(losses, sizes)) / total,
-        ),
-        Mistake("a perda só do último lote", losses[-1]),
-        Mistake("a soma das perdas dividida pelo número de EXEMPLOS", sum(losses) / total),
-    ]
+    weighted = sum(v * k for v, k in zip(losses, sizes))
+    if per_example:
+        expected = weighted / total
+        loss_mistakes = [
+            Mistake(
+                "a média simples das perdas dos lotes; a avaliação pede a média por exemplo, "
+                "Σ perda_b·B_b / N: multiplique a perda de cada lote pelo tamanho dele, some e divida "
+                "pelo total de exemplos (na média simples, cada exemplo de um último lote menor pesa mais)",
+                sum(losses) / n,
+            ),
+            Mistake(
+                "a SOMA das perdas dos lotes; a avaliação pede a média por exemplo (multiplique a perda "
+                "de cada lote pelo tamanho dele, some e divida pelo total de exemplos)",
+                sum(losses),
+            ),
+            Mistake("Σ perda_b·B_b sem dividir pelo total de exemplos N", weighted),
+            Mistake(
+                "Σ perda_b·B_b dividida pelo número de lotes; divida pelo total de exemplos", weighted / n
+            ),
+            Mistake("a perda só do último lote", losses[-1]),
+            Mistake(
+                "a soma das perdas dividida pelo número de EXEMPLOS, sem multiplicar cada perda pelo "
+                "tamanho do lote",
+                sum(losses) / total,
+            ),
+        ]
+    else:
+        expected = sum(losses) / n
+        loss_mistakes = [
+            Mistake(
+                "a SOMA das perdas dos lotes; o contrato pede a média (divida pelo número de lotes)",
+                sum(losses),
+            ),
+            Mistake(
+                "a média ponderada pelo tamanho do lote; o contrato pede a média simples das perdas dos "
+                "lotes",
+                weighted / total,
+            ),
+            Mistake("a perda só do último lote", losses[-1]),
+            Mistake("a soma das perdas dividida pelo número de EXEMPLOS", sum(losses) / total),
+        ]
     c.number(result["loss"], expected, "result['loss']", rel=1e-5, abs_tol=1e-7, mistakes=loss_mistakes)
     acc_mistakes = [
         Mistake(
@@ -605,7 +638,7 @@ def _expect_eval(c: Check, fn: Callable, seed: int, mode: str, **setup) -> None:
          "começo), em vez de chamar sempre `model.train()`."),
     ):  # fmt: skip
         c.expect(ok, body, hint)
-    _expect_metrics(c, data["result"], out)
+    _expect_metrics(c, data["result"], out, per_example=True)
 
 
 @EVAL.visible_check
