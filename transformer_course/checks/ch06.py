@@ -379,6 +379,7 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _diagnose_params(student: dict, runs: dict[str, dict], max_norm: float) -> str | None:
+    """O erro conhecido (a chave de ``TRAIN_MISTAKES``) cujos parâmetros finais são os do aluno."""
     for variant, fp in runs.items():
         if not _same(student["params"], fp["params"]):
             continue
@@ -389,7 +390,7 @@ def _diagnose_params(student: dict, runs: dict[str, dict], max_norm: float) -> s
             variant = "sem_agendador" if same_lr else "agendador_por_epoca"
         elif variant in ("zero_grad_antes_do_step", "sem_step"):
             variant = "sem_step" if student["steps"] == 0 else "zero_grad_antes_do_step"
-        return TRAIN_MISTAKES[variant]
+        return variant
     return None
 
 
@@ -544,7 +545,10 @@ def _expect_train(c: Check, fn: Callable, seed: int, max_norm: float, **setup) -
         c.first_difference(_trace_stages(student, ref, ref["params"].dtype))
     except CheckFailure as failure:  # o núcleo não aceita um diagnóstico provável em first_difference
         runs = _mistake_runs(seed, max_norm, **setup)  # só calculadas quando o aluno erra
-        c.fail(str(failure).split("\n", 2)[-1], _diagnose_params(student, runs, max_norm) or GENERIC_HINT)
+        variant = _diagnose_params(student, runs, max_norm)
+        data = {k: v for k, v in failure.data.items() if k not in ("exercise", "case", "id", "cause")}
+        data |= {"mistake": variant} if variant else {}
+        c.fail(str(failure).split("\n", 2)[-1], TRAIN_MISTAKES[variant] if variant else GENERIC_HINT, **data)
     # 3. As métricas devolvidas.
     _expect_metrics(c, data["result"], ref_out)
 
