@@ -221,3 +221,35 @@ def test_each_wrong_answer_gets_its_diagnosis(name, label, hidden, expected):
     assert expected in local.get(cell.grade_id, ""), local
     # Um erro que só o teste oculto vê (dois grupos, modelo que devolve tupla) passa no visível.
     assert {c.grade_id for c in exercise.cells if c.hidden or not hidden} == set(local), local
+
+
+@pytest.mark.parametrize(
+    "poison",
+    [
+        lambda d: {**d, "events": [("forward", torch.ones(3), True)] * 4},  # bool(tensor) quebraria o juiz
+        lambda d: {**d, "trace": [(1.0, 2.0)]},
+        lambda d: {**d, "params": "parâmetros"},
+        lambda d: {k: v for k, v in d.items() if k != "grads"},
+    ],
+    ids=["eventos com tensores", "rastro curto", "parâmetros em texto", "sem gradientes"],
+)
+def test_probe_data_out_of_schema_is_a_failure_not_a_crash(monkeypatch, poison):
+    """Um kernel adulterado que devolve o roteiro fora do esquema perde os pontos (nunca quebra o juiz)."""
+    from transformer_course import training
+    from transformer_course.checks import ch06
+    from transformer_course.scenarios import ch06 as scenarios
+
+    for name in ("train_epoch", "evaluate"):  # só o lado do aluno (o roteiro); o juiz monta o seu Setup
+        scenario = getattr(scenarios, name)
+
+        def poisoned(request, namespace, objects, scenario=scenario):
+            fields = scenario(request, namespace, objects)
+            return {**fields, "value": poison(fields["value"])}
+
+        monkeypatch.setattr(scenarios, name, poisoned)
+    for check, answer in (
+        (ch06.check_train_epoch, training.train_epoch),
+        (ch06.check_evaluate, training.evaluate),
+    ):
+        with pytest.raises(CheckFailure, match="fora do esquema do roteiro"):
+            check(answer)

@@ -157,7 +157,11 @@ def _observed(c: Check, response) -> dict:
     ok = isinstance(data, dict) and keys <= set(data)
     ok = ok and all(isinstance(data[k], list) for k in ("events", "trace", "grads", "modes"))
     ok = ok and isinstance(data["params"], torch.Tensor) and data["params"].is_floating_point()
-    ok = ok and all(isinstance(e, (tuple, list)) and e and isinstance(e[0], str) for e in data["events"])
+    ok = ok and all(
+        isinstance(e, (tuple, list)) and e and isinstance(e[0], str)
+        and all(isinstance(x, (bool, int, float)) for x in e[1:])
+        for e in data["events"]
+    )  # fmt: skip
     ok = ok and all(
         isinstance(row, (tuple, list)) and len(row) == 5 and isinstance(row[4], torch.Tensor)
         for row in data["trace"]
