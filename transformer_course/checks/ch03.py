@@ -40,8 +40,9 @@ MERGE = _exercise("merge_heads", "merge_heads", 1, 1)
 MHA = _exercise("MultiHeadAttention", "multi_head_attention", 3, 4)
 
 HINTS = {
-    "view": "`view` só funciona quando a memória do tensor é contígua, e depois de um `transpose` ela não "
-    "é: use `.reshape(...)` ou `.contiguous().view(...)`.",
+    "view": "`view` não consegue juntar num eixo só dois eixos que um `transpose` separou na memória "
+    "(a forma pedida não é compatível com os passos, os *strides*, do tensor): use `.reshape(...)` ou "
+    "`.contiguous().view(...)`.",
     "divisibility": "falta a verificação de divisibilidade: antes de separar as cabeças, teste "
     "`d_model % n_heads` e levante `ValueError` com uma mensagem que explique o problema.",
     "mask3d": "uma máscara 3-D (B, Tq, Tk) precisa ganhar o eixo das cabeças antes de encontrar os scores "

@@ -70,7 +70,7 @@ RELU, NO_ACT, TANH, ACT_AFTER = (
     'a FFN com ReLU em vez de GELU (o oráculo usa `activation="gelu"`)',
     "a FFN sem ativação entre `linear1` e `linear2` (duas lineares seguidas equivalem a uma só: sem a não "
     "linearidade, a FFN não acrescenta nada)",
-    'a GELU aproximada por tanh (`approximate="tanh"`, a do BERT e do GPT-2); este exercício pede a GELU '
+    'a GELU aproximada por tanh (`approximate="tanh"`, a do GPT e do GPT-2); este exercício pede a GELU '
     'exata, com a função erro, a do `activation="gelu"` do PyTorch',
     "a FFN com a ativação também depois de `linear2` (a GELU vai só entre as duas lineares)",
 )
