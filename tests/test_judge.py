@@ -21,7 +21,12 @@ from transformer_course.feedback import CheckFailure
 from transformer_course.instructor.judge import judge_cell, seed_offset
 from transformer_course.probe import LocalStudent, judging
 
-CONVERTED = {"02_atencao"}  # capítulos cujas verificações já falam com o aluno só por pedidos
+# capítulos cujas verificações já falam com o aluno só por pedidos
+CONVERTED = {
+    "01_embeddings_posicao",
+    "02_atencao",
+    "05_mascaras",
+}
 
 
 def _setup_code(chapter: str) -> str:
