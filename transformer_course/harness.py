@@ -271,6 +271,7 @@ def _describe(obj, attrs: list[str]) -> dict:
     desc["qualname"] = qualname if isinstance(qualname, str) else None
     if isinstance(obj, type):
         desc["class_mro"] = [wire._qualname(k) for k in obj.__mro__]
+    desc["uses_package"] = _package_names_used(obj)
     if isinstance(obj, nn.Module):
         desc["training"] = bool(obj.training)
         desc["params"] = {
@@ -309,6 +310,38 @@ def _describe(obj, attrs: list[str]) -> dict:
             values[attr] = {"value": value, "type": wire._qualname(type(value))}
     desc["attrs"] = values
     return desc
+
+
+def _package_names_used(obj) -> list[str]:
+    """Os objetos do pacote do curso que o código de uma função/classe do aluno cita pelo nome.
+
+    Lê os nomes dos objetos de código (de cada método, numa classe) e os procura nos globais de onde
+    o código foi definido (o notebook). Serve para a correção recusar uma resposta que usa a
+    implementação de referência por dentro (uma classe que embrulha a do pacote, por exemplo).
+    """
+    import types
+
+    functions = []
+    if isinstance(obj, types.FunctionType):
+        functions.append(obj)
+    elif isinstance(obj, type):
+        for value in vars(obj).values():
+            value = getattr(value, "__func__", value)
+            if isinstance(value, types.FunctionType):
+                functions.append(value)
+    found = set()
+    for function in functions:
+        stack, names = [function.__code__], set()
+        while stack:
+            code = stack.pop()
+            names |= set(code.co_names)
+            stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        for name in names:
+            value = function.__globals__.get(name)
+            module = getattr(value, "__module__", None)
+            if isinstance(module, str) and module.startswith("transformer_course"):
+                found.add(f"{module}.{getattr(value, '__qualname__', name)}")
+    return sorted(found)[:200]
 
 
 def _load(obj, params: dict) -> dict:

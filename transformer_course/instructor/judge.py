@@ -41,6 +41,7 @@ from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor, SaveAutoGrades
 
 from ..harness import MIME
+from .answer_key import cells_to_skip, grading_package
 from .sandbox import SandboxedExecute
 
 __all__ = [
@@ -257,6 +258,14 @@ class JudgedExecute(SandboxedExecute):
         self._stopped = ""
         root = CourseDirectory(config=self.config).root
         self._secret = grading_secret(root)
+        # O gabarito fica com o professor: o kernel importa o pacote sem as referências deste
+        # capítulo e dos seguintes, e as demonstrações que dependem delas não rodam.
+        cache = Path(root) / "grading" / ".pacote-da-correcao"
+        self._package = grading_package(self._chapter, cache, Path(root))
+        answers = {i for i, cell in enumerate(nb.cells) if _meta(cell).get("solution")}
+        self._skip = cells_to_skip(
+            nb.cells, self._chapter, keep=answers | set(self._tests), course_root=Path(root)
+        )
         self._source_cells = _source_test_sources(
             root, info.get("assignment") or self._chapter, self._chapter
         )
@@ -289,12 +298,21 @@ class JudgedExecute(SandboxedExecute):
         self._verdicts[verdict.grade_id] = verdict
         render(cell, verdict)
 
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        if hasattr(km, "package_dir"):
+            km.package_dir = str(self._package)
+        return km
+
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         from nbclient.exceptions import DeadKernelError
 
         grade_id = self._tests.get(cell_index)
         if grade_id is None:
             if self._stopped:
+                return cell
+            if cell_index in self._skip:
+                cell.outputs = [new_output("stream", name="stdout", text=_skipped(self._skip[cell_index]))]
                 return cell
             try:
                 return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
@@ -359,6 +377,17 @@ class JudgedExecute(SandboxedExecute):
                     f"sua resposta não terminou no limite de {self.timeout} s por chamada (laço infinito?)"
                 )
         return found if isinstance(found, str) else None
+
+
+def _meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def _skipped(what: str) -> str:
+    return (
+        f"(Demonstração não executada na correção: depende de `{what}`, que usa o gabarito do capítulo; "
+        "o gabarito fica com o professor até ser liberado.)\n"
+    )
 
 
 def _source_test_sources(root, assignment: str, notebook: str) -> dict[str, str]:
