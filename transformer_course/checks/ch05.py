@@ -322,7 +322,7 @@ def _softmax_mistakes(scores: torch.Tensor, mask: torch.Tensor | None) -> dict[s
         "bloqueadas: elas ficam uniformes (1/T em cada posição)": big.softmax(-1),
         "o softmax com a máscara ignorada": scores.softmax(-1),
         "a máscara invertida: você bloqueou as posições True, mas aqui True = pode atender": (
-            reference.masked_softmax(scores, blocked)
+            _softmax_oracle(scores, blocked)
         ),
         "as posições bloqueadas preenchidas com 0 em vez de -inf (exp(0) = 1 ainda dá peso a elas)": (
             scores.masked_fill(blocked, 0.0).softmax(-1)
