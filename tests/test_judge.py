@@ -22,7 +22,7 @@ from transformer_course.instructor.judge import hidden_kwargs, judge_cell, seed_
 from transformer_course.probe import LocalStudent, judging
 
 # capítulos cujas verificações já falam com o aluno só por pedidos
-CONVERTED = {"02_atencao", "03_multi_head", "04_transformer", "06_treino_warmup", "07_familias"}
+CONVERTED = set(CHAPTERS)  # todos os capítulos já falam com o aluno só por pedidos
 
 
 def _source_kwargs(chapter: str) -> dict[str, dict]:
