@@ -50,6 +50,10 @@ def _score(gb, chapter, student):
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
+# Capítulos em que toda figura depende do gabarito (a demonstração inteira é pulada na correção).
+SKIPPED_FIGURES = {"01_embeddings_posicao", "05_mascaras"}
+
+
 def test_autograde_end_to_end(chapter, tmp_path):
     from nbgrader.api import Gradebook
 
@@ -77,15 +81,16 @@ def test_autograde_end_to_end(chapter, tmp_path):
     for path, digest in hashes.items():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} foi modificado"
 
-    # Na correção, nenhuma figura é desenhada nem widget montado: no lugar, o aviso em pt-BR.
+    # Na correção, nenhuma figura é desenhada nem widget montado: no lugar, um aviso em pt-BR (o da
+    # figura, ou o da demonstração que nem roda porque depende do gabarito, que fica com o professor).
     graded = nbformat.read(
         course / "grading" / "autograded" / "gabarito" / chapter / f"{chapter}.ipynb", as_version=4
     )
     outputs = [o for c in graded.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     shown = "\n".join(str(o.get("data", {}).get("text/plain", "")) + str(o.get("text", "")) for o in outputs)
     assert not [o for o in outputs if "image/png" in o.get("data", {})], "figura desenhada na correção"
-    assert "figura não desenhada na correção automática" in shown
-    assert "não montada na correção automática" in shown
+    assert "Demonstração não executada na correção" in shown
+    assert "figura não desenhada na correção automática" in shown or chapter in SKIPPED_FIGURES, shown[-2000:]
 
     if chapter == "02_atencao":
         nbgrader(course, "generate_feedback", chapter)

@@ -238,7 +238,7 @@ def _call(request: dict, namespace: dict, objects: Objects) -> dict:
     forbid = _Forbid(options["forbid"]) if options.get("forbid") else None
     grad = options.get("grad")
     if options.get("seed") is not None:
-        torch.manual_seed(int(options["seed"]))
+        torch.default_generator.manual_seed(int(options["seed"]))  # só a CPU: o gerador que o Check empresta
     try:
         with contextlib.ExitStack() as stack:
             if forbid is not None:
