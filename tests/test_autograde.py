@@ -49,11 +49,11 @@ def _score(gb, chapter, student):
     return sum(g.score or 0 for g in auto), sum(g.max_score for g in auto)
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
 # Capítulos em que toda figura depende do gabarito (a demonstração inteira é pulada na correção).
 SKIPPED_FIGURES = {"01_embeddings_posicao", "05_mascaras"}
 
 
+@pytest.mark.parametrize("chapter", CHAPTERS)
 def test_autograde_end_to_end(chapter, tmp_path):
     from nbgrader.api import Gradebook
 
