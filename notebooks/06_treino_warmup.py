@@ -226,8 +226,8 @@ for _ in range(2):
 # exatamente: o passo de cada coordenada é $\mathrm{lr}\cdot\hat m/(\sqrt{\hat v}+\epsilon)$, a média
 # móvel do gradiente dividida pela raiz da média móvel do seu quadrado, e tem tamanho da ordem de
 # $\mathrm{lr}$ **qualquer que seja** a escala do gradiente (com os $\beta$ do artigo, no máximo
-# cerca de $\mathrm{lr}$: Kingma e Ba, 2015, seção 2.1). Um gradiente mil vezes maior não dá um passo mil vezes
-# maior. O estrago de um lote atípico é outro: ele domina a média $m$, e os passos seguintes andam na
+# cerca de $\mathrm{lr}$: Kingma e Ba, 2015, seção 2.1). Um gradiente mil vezes maior não dá um
+# passo mil vezes maior. O estrago de um lote atípico é outro: ele domina a média $m$, e os passos seguintes andam na
 # direção **dele**; e infla $v$, que esquece devagar ($\beta_2 = 0{,}98$), então os passos seguintes
 # encolhem. O recorte impede as duas coisas. Medimos num parâmetro de 8 coordenadas, com gradientes
 # sorteados $\mathcal{N}(0, 1)$ e, no passo 20, um lote mil vezes maior:
@@ -682,8 +682,8 @@ c = paired_comparison(previsto == y_teste, regra_prevista == y_teste)
 }
 
 # %% [markdown]
-# Leia a diferença junto com o seu desvio padrão: uma diferença de um ou dois desvios (um p-valor
-# acima de uns 0,05) não diz quem é melhor; só muitos desvios dizem. Nenhum dos dois acerta tudo:
+# Leia a diferença junto com o seu desvio padrão: uma diferença de um ou dois desvios padrão (e um
+# p-valor de McNemar acima de 0,05, o limiar usual) não diz quem é melhor. Nenhum dos dois acerta tudo:
 # nas sequências em que os confusores empatam com o sinal ou o vencem, não há resposta certa a
 # acertar sempre.
 
@@ -777,9 +777,9 @@ def presas_no_chute(resultado):
 # - **O que não medimos**: três sementes, uma tarefa sintética pequena e duas épocas não dizem
 #   "quanto" de acurácia o aquecimento vale em geral. E o experimento mostra um **efeito** — sem a
 #   rampa, a rede Post-LN ficou presa; com ela, aprendeu —, não o **mecanismo**. As explicações são
-#   dos artigos, não deste experimento: Xiong et al. (2020) mostram que, no Post-LN, os gradientes
-#   das camadas perto da saída são grandes na inicialização, e que passos grandes logo no começo
-#   desestabilizam o treino; Liu et al. (2020, EMNLP) argumentam que a causa principal é outra — o
+#   dos artigos, não deste experimento: Xiong et al. (2020) argumentam que, no Post-LN, os gradientes
+#   das camadas perto da saída são grandes na inicialização (o teorema 1 deles dá limites superiores
+#   para esses gradientes) e que passos grandes logo no começo desestabilizam o treino; Liu et al. (2020, EMNLP) argumentam que a causa principal é outra — o
 #   Post-LN depende tanto do ramo residual que pequenas mudanças nos parâmetros viram grandes
 #   mudanças na saída; e Liu et al. (2020, ICLR) apontam a variância alta das estimativas do Adam
 #   nos primeiros passos. Com uma taxa de pico menor, espera-se que a diferença diminua; tente

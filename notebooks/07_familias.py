@@ -194,8 +194,8 @@ plots.cross_attention_figure(mapa, list(saida) + ["fim"], fonte, titulo)
 #
 # Para cada tarefa, imagine um modelo **treinado do zero só para ela**, na **arquitetura clássica**
 # de uma das três famílias, e escolha a mais natural: `"encoder"`, `"decoder"` ou `"encoder-decoder"`.
-# (Um grande modelo só-decodificador, instruído pelo prompt, faz todas estas tarefas — é um dos
-# motivos da pergunta aberta 1. A pergunta aqui é outra: que arquitetura a própria tarefa pede.)
+# (Um grande modelo só-decodificador, instruído pelo prompt, faz as tarefas de texto desta lista — é
+# um dos motivos da pergunta aberta 1. A pergunta aqui é outra: que arquitetura a própria tarefa pede.)
 #
 # - **a)** classificar avaliações de produtos como positivas, neutras ou negativas;
 # - **b)** traduzir manuais técnicos do português para o espanhol;
@@ -618,8 +618,8 @@ plots.attention_cost_figure(custo, inclinacoes, memoria)
 # "online"), corrigindo o acumulado a cada bloco. Os FLOPs continuam $O(n^2 D)$ — a inclinação 2 não
 # muda —, mas a memória extra cai de $O(n^2)$ para $O(n)$ e o tempo cai. No artigo (seção 4.1,
 # tabela 2: GPT-2 *small* e *medium*, contexto de 1024 *tokens*, 8 GPUs A100), o treino inteiro ficou
-# até 3× mais rápido que com a implementação do Hugging Face e 1,7× mais rápido que com a do
-# Megatron-LM, já otimizada: o ganho depende de contra quem se compara. Na GPU,
+# até 3× mais rápido que com a implementação do Hugging Face e até 1,7× mais rápido que com a do
+# Megatron-LM, já otimizada: o ganho depende da implementação com que se compara. Na GPU,
 # `F.scaled_dot_product_attention` escolhe um núcleo desse tipo sozinho; na CPU, o ganho é menor.
 # Métodos "lineares" (Longformer, Performer) mudam a conta em si e dão resultados diferentes.
 
