@@ -143,7 +143,6 @@ class FeedbackHTMLExporter(HTMLExporter):
         return environment
 
 
-
 def feedback_template_dir() -> str:
     """A pasta com o modelo ``feedback`` em pt-BR (usada em ``nbgrader_config.py``)."""
     return str(Path(__file__).resolve().parent.parent / "templates")
