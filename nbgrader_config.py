@@ -55,17 +55,31 @@ c.IgnorePattern.pattern = r"(Warning|warn\()"
 c.OverwriteCells.add_missing_cells = True
 c.LimitOutput.max_lines = 1000
 
-# Isolamento: na correção, cada entrega roda num kernel confinado pelo bubblewrap (sem ver source/,
-# solutions/, o gradebook nem as outras entregas; sem rede; limites de memória, processos, CPU e
-# arquivos). Sem bubblewrap, o kernel não inicia, a menos que TRANSFORMER_COURSE_UNCONFINED=1.
-# Veja transformer_course/instructor/sandbox.py e grading/README.md. É a lista padrão do nbgrader 0.9 com o
-# Execute trocado (o nbgrader fixa a classe do gerenciador de kernels no construtor do Execute).
+# Quem decide os pontos: o juiz, fora do kernel do aluno (transformer_course/instructor/judge.py).
+# 1) Antes de rodar, a entrega é normalizada a partir do gradebook (submission.py): metadados do
+#    professor de volta, tags e anexos fora, células repetidas ou desconhecidas viram células comuns,
+#    células que sumiram voltam. Depois vêm os passos do próprio nbgrader.
+c.Autograde.sanitize_preprocessors = [
+    "transformer_course.instructor.submission.NormalizeSubmission",
+    "nbgrader.preprocessors.ClearOutput",
+    "nbgrader.preprocessors.DeduplicateIds",
+    "nbgrader.preprocessors.OverwriteKernelspec",
+    "nbgrader.preprocessors.OverwriteCells",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+# 2) O notebook roda num kernel confinado pelo bubblewrap (sandbox.py: sem ver source/, solutions/, o
+#    gradebook nem as outras entregas; sem rede; limites). Sem bubblewrap, o kernel não inicia, a menos
+#    que TRANSFORMER_COURSE_UNCONFINED=1. As células de teste não rodam no kernel: o juiz (JudgedExecute)
+#    roda cada verificação neste processo, pede ao kernel só os resultados da resposta do aluno nos casos
+#    que ele escolhe (dados: .npy e JSON) e decide os pontos; SaveJudgedGrades grava esses pontos, e não
+#    o que as saídas do notebook diriam. É a lista padrão do nbgrader 0.9 com o Execute e o
+#    SaveAutoGrades trocados. Veja grading/README.md.
 c.Autograde.autograde_preprocessors = [
-    "transformer_course.instructor.sandbox.SandboxedExecute",
+    "transformer_course.instructor.judge.JudgedExecute",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
-    "nbgrader.preprocessors.SaveAutoGrades",
+    "transformer_course.instructor.judge.SaveJudgedGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
 ]

@@ -21,7 +21,7 @@ ROOT = HUB.parent
 sys.path.insert(0, str(HUB))
 
 from contas import ContasLocaisAuthenticator, ler_contas  # noqa: E402
-from preparar import COURSE_DIRNAME, bin_dos_usuarios, estado_padrao  # noqa: E402
+from preparar import COURSE_DIRNAME, STUDENT_PACKAGE, bin_dos_usuarios, estado_padrao, home_of  # noqa: E402
 from preparar import jupyter_config_path as _config_path  # noqa: E402
 
 c = get_config()  # noqa: F821 - definido pelo JupyterHub ao carregar este arquivo
@@ -111,7 +111,16 @@ def jupyter_config_path(spawner) -> str:
     return _config_path(ESTADO, MODO, papel(spawner))
 
 
+def pythonpath(spawner) -> str:
+    """De onde vem ``transformer_course``: o aluno importa o pacote dos alunos (sem o gabarito dos
+    capítulos não liberados); o professor, o pacote inteiro da cópia dele do curso."""
+    if papel(spawner) == "professor":
+        return str(home_of(spawner.user.name, MODO, ESTADO) / COURSE_DIRNAME)
+    return str(ESTADO / STUDENT_PACKAGE)
+
+
 c.Spawner.environment = {
+    "PYTHONPATH": pythonpath,
     # O bin/ do ambiente do curso na frente: o nbgrader chama `alembic` pelo PATH.
     "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin",
     "JUPYTER_CONFIG_PATH": jupyter_config_path,

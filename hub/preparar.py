@@ -46,9 +46,17 @@ from transformer_course.course import CHAPTERS  # noqa: E402
 COURSE_DIRNAME = "transformers-do-zero"
 DEMO = {"professor": "professor", "aluno1": "aluno", "aluno2": "aluno"}
 # O que o professor leva do repositório para a cópia dele (release/ ele gera).
-COURSE_PARTS = ["source", "solutions", "notebooks", "scripts", "nbgrader_config.py"]
-# Pastas do repositório fechadas para "outros" no modo local: têm respostas ou testes ocultos.
-PRIVATE_PARTS = ["source", "solutions", "notebooks", "grading", "tests", "artifacts", "aluno", ".git"]
+COURSE_PARTS = ["source", "solutions", "notebooks", "scripts", "nbgrader_config.py", "transformer_course"]
+# Pastas do repositório fechadas para "outros" no modo local: têm respostas ou testes ocultos (o pacote
+# do curso tem as implementações de referência, o gabarito; os alunos usam o pacote dos alunos).
+PRIVATE_PARTS = [
+    "source", "solutions", "notebooks", "grading", "tests", "artifacts", "aluno", ".git",
+    "transformer_course",
+]  # fmt: skip
+# O pacote que os servidores dos alunos importam: sem as referências dos capítulos cujo gabarito o
+# professor ainda não liberou (``--liberar-gabarito``); a lista dos liberados fica no estado.
+STUDENT_PACKAGE = "pacote-dos-alunos"
+RELEASED = "gabaritos_liberados.json"
 
 
 def estado_padrao() -> Path:
@@ -149,7 +157,7 @@ def ambiente_dos_usuarios(estado: Path) -> Path:
         course_site = course_prefix / "lib" / version / "site-packages"
         hardlink_copy(course_site, site)
         built.touch()
-    copiar_pacote(site)
+    copiar_pacote(site, pacote_dos_alunos(estado) / "transformer_course")
     for part in ("share", "etc"):  # os arquivos do JupyterLab, as extensões, a configuração
         target = shadow / part
         if target.is_symlink():  # ambientes-sombra antigos: uma ligação para dentro do repositório
@@ -174,12 +182,14 @@ def ambiente_dos_usuarios(estado: Path) -> Path:
     return shadow / "bin"
 
 
-def copiar_pacote(site: Path) -> None:
+def copiar_pacote(site: Path, origem: Path | None = None) -> None:
     """Põe uma cópia do pacote do curso no ``site-packages`` do ambiente-sombra (refeita a cada vez).
 
     Um ``pip install -e`` deixa no ``site-packages`` só um localizador que aponta para
-    ``transformer_course/`` no repositório, que os usuários talvez não alcancem. A cópia leva os
-    ``.pyc`` compilados (os usuários não gravam no ``site-packages``).
+    ``transformer_course/`` no repositório, que os usuários não alcançam. A cópia é a do pacote dos
+    alunos (``origem``: sem o gabarito dos capítulos não liberados; o professor importa o pacote
+    inteiro da cópia dele do curso, pelo ``PYTHONPATH``) e leva os ``.pyc`` compilados (os usuários
+    não gravam no ``site-packages``).
     """
     editable = [*site.glob("__editable__*transformer_course*")]
     marker = site / ".pacote_do_curso"
@@ -193,10 +203,58 @@ def copiar_pacote(site: Path) -> None:
     elif target.exists():
         shutil.rmtree(target)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(ROOT / "transformer_course", target, ignore=ignore)
+    shutil.copytree(origem or ROOT / "transformer_course", target, ignore=ignore)
     compileall.compile_dir(target, quiet=1)
     _open_to_others(target)
     marker.touch()
+
+
+def gabaritos_liberados(estado: Path) -> list[str]:
+    """Os capítulos cujo gabarito (as implementações de referência) o professor já liberou."""
+    import json
+
+    try:
+        data = json.loads((estado / "hub" / RELEASED).read_text())
+    except (OSError, ValueError):
+        return []
+    return [c for c in data if c in CHAPTERS] if isinstance(data, list) else []
+
+
+def pacote_dos_alunos(estado: Path) -> Path:
+    """Monta ``<estado>/pacote-dos-alunos/transformer_course``: o pacote sem o gabarito não liberado.
+
+    As referências dos capítulos não liberados viram substitutas que usam a função do próprio aluno
+    (a demonstração roda com o código dele) ou dizem que precisam dela. Refeito a cada ``make hub``
+    e a cada ``--liberar-gabarito``.
+    """
+    from transformer_course.instructor.answer_key import student_package
+
+    dest = estado / STUDENT_PACKAGE
+    dest.mkdir(parents=True, exist_ok=True)
+    dest.chmod(0o755)
+    target = student_package(dest, gabaritos_liberados(estado))
+    compileall.compile_dir(target, quiet=1)
+    _open_to_others(target)
+    return dest
+
+
+def liberar_gabarito(estado: Path, caps: list[str]) -> list[str]:
+    """Registra que o gabarito de ``caps`` foi liberado e refaz o pacote dos alunos."""
+    import json
+
+    unknown = [c for c in caps if c not in CHAPTERS]
+    if unknown:
+        raise SystemExit(f"capítulos desconhecidos: {unknown}; os do curso: {list(CHAPTERS)}")
+    released = sorted(set(gabaritos_liberados(estado)) | set(caps), key=CHAPTERS.index)
+    path = estado / "hub" / RELEASED
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(released) + "\n")
+    pacote_dos_alunos(estado)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = estado / "ambiente" / "lib" / version / "site-packages"
+    if (site / ".pacote_do_curso").exists():
+        copiar_pacote(site, estado / STUDENT_PACKAGE / "transformer_course")
+    return released
 
 
 def config_dos_usuarios(estado: Path) -> Path:
@@ -362,6 +420,7 @@ def preparar(
     exchange = estado / "exchange"
     exchange.mkdir(exist_ok=True)
     exchange.chmod(0o1777)
+    pacote_dos_alunos(estado)
     if modo == "local":
         ambiente_dos_usuarios(estado)
         config_dos_usuarios(estado)
@@ -393,7 +452,18 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("TDZ_HUB_MODO") or ("local" if os.geteuid() == 0 else "simples"),
     )
     parser.add_argument("--capitulos", nargs="*", default=None, help="padrão: todos os de source/")
+    parser.add_argument(
+        "--liberar-gabarito",
+        nargs="+",
+        metavar="CAPÍTULO",
+        help="libera aos alunos as implementações de referência destes capítulos (depois do prazo) e sai",
+    )
     args = parser.parse_args(argv)
+    if args.liberar_gabarito:
+        released = liberar_gabarito(args.estado, args.liberar_gabarito)
+        print(f"Gabaritos liberados aos alunos: {', '.join(released)}. Os alunos veem as referências ao "
+              "reiniciar o kernel.")  # fmt: skip
+        return 0
     if not shutil.which("configurable-http-proxy"):
         print(
             "Falta o configurable-http-proxy (o proxy do JupyterHub). Instale o Node.js do Debian e ele:\n"

@@ -66,13 +66,15 @@ def _hardcoded_source():
     """Uma função que só "sabe" as respostas dos exemplos do teste visível (decoradas)."""
     from transformer_course.attention import scaled_dot_product_attention as ref
     from transformer_course.checks.ch02 import _random_mask, _tensors
+    from transformer_course.feedback import Check
 
+    c = Check("visível")  # sementes dos testes visíveis (deslocamento 0)
     cases = []
-    _, Q, K, V = _tensors(0, (2,), 3, 4, 8, 5)
+    _, Q, K, V = _tensors(c, 0, (2,), 3, 4, 8, 5)
     cases.append((Q, K, V, None))
-    gen, Q, K, V = _tensors(1, (2,), 3, 6, 8, 5)
+    gen, Q, K, V = _tensors(c, 1, (2,), 3, 6, 8, 5)
     cases.append((Q, K, V, _random_mask(gen, 3, 6)))
-    gen, Q, K, V = _tensors(2, (2, 3), 4, 5, 6, 7)
+    gen, Q, K, V = _tensors(c, 2, (2, 3), 4, 5, 6, 7)
     cases.append((Q, K, V, _random_mask(gen, 4, 5, lead=(2, 1))))
     lines = ["RESPOSTAS = {"]
     for Q, K, V, mask in cases:
@@ -162,14 +164,14 @@ def _submissions():
         + SDPA_HEAD
         + "    return _pronta(Q, K, V, mask)\n",
     )
-    subs["delega_referencia"] = (nb, {}, 4)
+    subs["delega_referencia"] = (nb, {}, 2)  # na correção a referência nem existe no kernel
 
     nb = copy.deepcopy(sol)
     _set_sdpa(nb, _hardcoded_source())
     subs["resposta_decorada"] = (nb, {}, 4)
 
-    # Adulterações: implementação errada (sem √d_k) + o teste neutralizado antes de rodar.
-    # Limite conhecido: o teste VISÍVEL (2 pontos) é enganado; os ocultos detectam e zeram.
+    # Adulterações: implementação errada (sem √d_k) + o teste neutralizado antes de rodar. As células
+    # de teste nem rodam no kernel (o juiz as corrige fora dele): vale só a entropia, certa (2).
     nb = _no_scale(copy.deepcopy(sol))
     nb.cells[_index(nb, "sdpa")].source += (
         "\n\nimport transformer_course.checks as _c\n"
@@ -178,11 +180,174 @@ def _submissions():
         "_c.check_scaled_dot_product_attention_hidden = lambda fn: None\n"
         "_c2.check_scaled_dot_product_attention_hidden = lambda fn: None\n"
     )
-    subs["troca_verificacao"] = (nb, {}, 3)
+    subs["troca_verificacao"] = (nb, {}, 2)
 
     nb = _no_scale(copy.deepcopy(sol))
     nb.cells[_index(nb, "sdpa")].source += "\n\ntorch.testing.assert_close = lambda *a, **k: None\n"
-    subs["assert_close_vazio"] = (nb, {}, 3)
+    subs["assert_close_vazio"] = (nb, {}, 2)
+    subs.update(_attacks_on_the_grade())
+    return subs
+
+
+BLANK_RELEASE = ROOT / "release" / CHAPTER / f"{CHAPTER}.ipynb"
+
+
+def _blank():
+    return nbformat.read(BLANK_RELEASE, as_version=4)
+
+
+def _add_cell(nb, source, at=1):
+    nb.cells.insert(at, nbformat.v4.new_code_cell(source))
+    return nb
+
+
+ENTROPY_IN_BITS = (
+    "def attention_entropy(weights):\n"
+    "    return -torch.special.xlogy(weights, weights).sum(dim=-1) / math.log(2)\n"
+)
+
+
+def _attacks_on_the_grade():
+    """Uma entrega por classe de ataque à nota (issue 29): cada uma vale o que o código de verdade vale.
+
+    Em branco (a versão do aluno) vale 0; o gabarito vale 7; sem a escala em √d_k, com a entropia
+    certa, vale 2 (a entropia); com a atenção certa e a entropia em bits, vale 5.
+    """
+    subs = {}
+    # Marcas e metadados.
+    nb = _blank()
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade"):
+            cell.metadata["tags"] = ["skip-execution", "raises-exception", "nbval-skip", "parameters"]
+    subs["tag_skip_execution"] = (nb, {}, 0)
+
+    nb = _solution()
+    for cell in nb.cells:
+        cell.metadata["tags"] = ["skip-execution", "raises-exception"]
+        cell.metadata["execution"] = {"iopub.status.idle": "2020-01-01T00:00:00Z"}
+    subs["tag_no_gabarito"] = (nb, {}, 7)  # nada do que é honesto muda
+
+    nb = _blank()
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader")
+        if meta and meta.get("grade"):
+            meta["points"] = 100
+    bonus = nbformat.v4.new_code_cell("print('bônus')")
+    bonus.metadata["nbgrader"] = {"grade": True, "grade_id": "bonus", "locked": True, "points": 50,
+                                  "schema_version": 3, "solution": False, "task": False}  # fmt: skip
+    nb.cells.append(bonus)
+    nb.cells.append(copy.deepcopy(nb.cells[_index(nb, "test_sdpa")]))  # grade_id repetido
+    subs["metadados_editados"] = (nb, {}, 0)
+
+    nb = _solution()
+    nb.cells[_index(nb, "test_entropy")].metadata["nbgrader"] = "lixo"
+    nb.cells[_index(nb, "entropy")].metadata["nbgrader"]["points"] = "muitos"
+    nb.cells[_index(nb, "test_sdpa")].metadata = {"nbgrader": ["não", "é", "um", "dicionário"]}
+    nb.cells[0].attachments = {"x.png": {"image/png": "iVBORw0KGgo="}}
+    subs["metadados_malformados"] = (nb, {}, 7)  # as células são reconhecidas pelo grade_id ou recolocadas
+
+    # Saídas publicadas pelo kernel: um execute_result antes de cada célula, ganchos do IPython.
+    subs["execute_result_antes"] = (
+        _add_cell(
+            _blank(),
+            "ip = get_ipython()\n"
+            "def _antes(info):\n"
+            "    ip.displayhook(7.0)\n"
+            "    ip.display_pub.publish({'text/plain': 'ok'})\n"
+            "ip.events.register('pre_run_cell', _antes)\n",
+        ),
+        {},
+        0,
+    )
+    subs["gancho_erro_apagado"] = (
+        _add_cell(
+            _blank(),
+            "ip = get_ipython()\n"
+            "def _depois(result):\n"
+            "    result.error_in_exec = None\n"
+            "    result.error_before_exec = None\n"
+            "ip.events.register('post_run_cell', _depois)\n"
+            "ip.set_custom_exc((BaseException,), lambda *a, **k: None)\n",
+        ),
+        {},
+        0,
+    )
+
+    # Tensores que mentem e modos do PyTorch: a comparação acontece fora do kernel.
+    nb = _no_scale(_solution())
+    nb.cells[_index(nb, "sdpa")].source += (
+        "\n\nclass Mentiroso(torch.Tensor):\n"
+        "    @classmethod\n"
+        "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        name = getattr(func, '__name__', '')\n"
+        "        if name in ('isclose', 'allclose', 'equal', 'eq', '__eq__'):\n"
+        "            return True if name != 'isclose' else torch.ones((), dtype=torch.bool)\n"
+        "        return super().__torch_function__(func, types, args, kwargs)\n"
+        "_certa = scaled_dot_product_attention\n"
+        "def scaled_dot_product_attention(Q, K, V, mask=None):\n"
+        "    out, w = _certa(Q, K, V, mask)\n"
+        "    return out.as_subclass(Mentiroso), w.as_subclass(Mentiroso)\n"
+    )
+    subs["tensor_mentiroso"] = (nb, {}, 2)
+
+    nb = _no_scale(_solution())
+    nb.cells[_index(nb, "sdpa")].source += (
+        "\n\nfrom torch.overrides import TorchFunctionMode\n"
+        "class Sempre(TorchFunctionMode):\n"
+        "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
+        "        if getattr(func, '__name__', '') in ('isclose', 'allclose', 'equal'):\n"
+        "            return True\n"
+        "        return func(*args, **(kwargs or {}))\n"
+        "Sempre().__enter__()\n"
+    )
+    subs["modo_do_torch_mentiroso"] = (nb, {}, 2)
+
+    # Módulos trocados e ganchos de importação: o harness falso responde o que quiser.
+    subs["harness_falso"] = (
+        _add_cell(
+            _blank(),
+            "import sys, types, json, base64\n"
+            "from IPython.display import publish_display_data\n"
+            "falso = types.ModuleType('transformer_course.harness')\n"
+            "MIME = 'application/vnd.transformers-do-zero.probe.v1'\n"
+            "def serve(payload):\n"
+            "    publish_display_data({MIME: json.dumps({'schema': 1, 'value': None, 'tensors': [], "
+            "'fields': []})})\n"
+            "falso.serve = serve\n"
+            "import transformer_course\n"
+            "transformer_course.harness = falso\n"
+            "sys.modules['transformer_course.harness'] = falso\n"
+            "import builtins\n"
+            "_imp = builtins.__import__\n"
+            "builtins.__import__ = lambda name, *a, **k: transformer_course if name.startswith("
+            "'transformer_course') else _imp(name, *a, **k)\n"
+            "import transformer_course.tamper as _t\n"
+            "_t.hidden_check = lambda *a, **k: (lambda *b, **c: None)\n",
+        ),
+        {},
+        0,
+    )
+
+    # O oráculo envenenado: a entropia do PyTorch passa a dar bits, como a resposta errada.
+    nb = _solution()
+    nb.cells[_index(nb, "entropy")].source = ENTROPY_IN_BITS + (
+        "\n_orig = torch.distributions.Categorical.entropy\n"
+        "torch.distributions.Categorical.entropy = lambda self: _orig(self) / math.log(2)\n"
+    )
+    subs["oraculo_envenenado"] = (nb, {}, 5)
+
+    # A referência do pacote: chamada dentro da resposta, ou a própria referência como resposta.
+    nb = _solution()
+    _set_sdpa(
+        nb,
+        "import transformer_course.attention as _gabarito\n\n"
+        + SDPA_HEAD
+        + "    return _gabarito.scaled_dot_product_attention(Q, K, V, mask)\n",
+    )
+    subs["chama_referencia"] = (nb, {}, 2)
+    nb = _solution()
+    _set_sdpa(nb, "from transformer_course.attention import scaled_dot_product_attention\n")
+    subs["importa_referencia"] = (nb, {}, 2)
     return subs
 
 
@@ -280,8 +445,9 @@ def test_reasons_in_report(graded_class):
         for s in graded_class["subs"]
     }
     assert any("tempo esgotado" in ln for ln in lines["laco_infinito"]), report
-    assert any("Adulteração detectada" in ln for ln in lines["assert_close_vazio"]), report
-    assert any("Adulteração detectada" in ln for ln in lines["troca_verificacao"]), report
+    assert any("SEM a divisão por √d_k" in ln for ln in lines["assert_close_vazio"]), report
+    assert any("SEM a divisão por √d_k" in ln for ln in lines["troca_verificacao"]), report
+    assert any("implementação de referência" in ln for ln in lines["chama_referencia"]), report
     assert any("F.scaled_dot_product_attention" in ln for ln in lines["chama_builtin"]), report
     assert any("SEM a divisão por √d_k" in ln for ln in lines["teste_editado"]), report
     # O quadro da turma tem uma linha por aluno.

@@ -85,3 +85,35 @@ def test_chapter_structure(chapter):
     for m in meta:
         if m:
             assert m.get("schema_version") == 3 and m.get("grade_id"), m
+
+
+@pytest.mark.parametrize("chapter", ["01_embeddings_posicao", "02_atencao", "04_transformer"])
+def test_run_all_goes_past_unfinished_exercises(chapter, tmp_path, monkeypatch):
+    """No JupyterLab (Executar tudo, sem o nbgrader), um exercício por fazer não para o notebook.
+
+    A célula de teste mostra o aviso de "não implementado" como texto, sem erro, e as células
+    seguintes rodam; no Validar e na correção (o teste acima), o mesmo teste é um erro e vale 0.
+    """
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.delenv("NBGRADER_VALIDATING", raising=False)
+    nb = nbformat.read(ROOT / "release" / chapter / f"{chapter}.ipynb", as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        allow_errors=False,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    client.execute()  # sem allow_errors: qualquer erro para aqui, como o Executar tudo do JupyterLab
+    notices = [
+        cell
+        for cell in nb.cells
+        if cell.metadata.get("nbgrader", {}).get("grade")
+        and cell.cell_type == "code"
+        and cell.source.strip()
+        and not cell.source.lstrip().startswith("#")
+    ]
+    assert notices, f"{chapter}: nenhuma célula de teste visível"
+    for cell in notices:
+        text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+        assert "ainda não implementou" in text and "vale 0" in text, (cell.source[:80], cell.outputs)

@@ -27,7 +27,11 @@ As demais peças, de baixo para cima (as camadas são contratos do import-linter
 - ``feedback``: a voz do corretor (comparações, mensagens em pt-BR, o contexto Check, a recusa da referência);
 - ``exercises``: o registro dos exercícios (capítulo, referência, verificações, células, pontos);
 - ``checks``: as verificações de cada capítulo, que declaram os exercícios do registro;
-- ``tamper``: a importação vigiada das verificações ocultas, dentro do kernel do aluno;
+- ``probe``: como uma verificação toca a resposta do aluno (pedidos que devolvem só dados), aqui ou no juiz;
+- ``wire``: o esquema dos dados que atravessam do kernel do aluno para o juiz (JSON e ``.npy``);
+- ``harness``, ``scenarios``: o lado do kernel na correção (roda a resposta nos casos pedidos; sem gabarito);
+- ``numbers``: números no formato brasileiro (vírgula decimal, ponto de milhar);
+- ``tamper``: a verificação oculta de uma célula, pelo registro (fora da correção);
 - ``instructor``: as ferramentas do professor (nbgrader, isolamento, Dask, resultados);
 - ``templates``: o modelo da devolutiva em pt-BR.
 """

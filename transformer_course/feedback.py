@@ -66,7 +66,18 @@ torch.testing.assert_close(torch.zeros(1), torch.zeros(1))
 
 
 class CheckFailure(AssertionError):
-    """Falha de uma verificação, com a mensagem em pt-BR já pronta para o aluno."""
+    """Falha de uma verificação, com a mensagem em pt-BR já pronta para o aluno.
+
+    ``data`` é o diagnóstico como dados (o relatório da turma o conta): ``exercise``, ``case`` (o
+    teste), ``kind`` (o que falhou: ``valores``, ``forma``, ``dtype``, ``excecao``,
+    ``entrada_modificada``, ``nao_implementado``...), ``where`` (a etapa), ``mistake`` (o id do erro
+    conhecido, quando um coincide), ``cause`` (a frase do diagnóstico) e ``id`` (estável:
+    exercício/tipo/erro).
+    """
+
+    def __init__(self, message: str = "", data: dict | None = None):
+        super().__init__(message)
+        self.data = dict(data or {})
 
 
 def _show_check_failure(shell, etype, value, tb, tb_offset=None):
@@ -102,10 +113,25 @@ class Mistake:
     Attributes:
         name: descrição do erro, completando a frase "sua saída coincide com ...".
         value: o que a implementação com esse erro devolveria (tensor ou número).
+        id: identificador estável do erro (para o relatório da turma); padrão: tirado do nome.
     """
 
     name: str
     value: Any
+    id: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.id or slug(self.name)
+
+
+def slug(text: str, limit: int = 60) -> str:
+    """Um identificador curto e estável: "a atenção SEM a divisão" -> "a-atencao-sem-a-divisao"."""
+    import re
+    import unicodedata
+
+    plain = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower()
+    return re.sub(r"[^a-z0-9]+", "-", plain).strip("-")[:limit].rstrip("-")
 
 
 def tolerances(dtype: torch.dtype) -> dict[str, float]:
@@ -132,6 +158,12 @@ def describe(value: Any) -> str:
         return f"{kind} ({inner})"
     if value is None:
         return "None"
+    from .wire import Describe, Handle
+
+    if isinstance(value, Handle):
+        return f"um objeto {value.type}"
+    if isinstance(value, Describe):
+        return str(value)
     return f"{type(value).__name__} {value!r}"[:120]
 
 
@@ -143,18 +175,34 @@ def _in(what: str) -> str:
     return f"em {what}"
 
 
-def _number(x: float) -> str:
-    """Um número para a mensagem: inteiros exatos com milhar ("1.048.576"), o resto com 6 dígitos."""
+def _number(x: float, digits: int = 6) -> str:
+    """Um número para a mensagem, em pt-BR: inteiros exatos com milhar ("1.048.576"), o resto com
+    ``digits`` algarismos significativos ("0,970127", "6,35 × 10⁻⁸")."""
+    from .numbers import br
+
     if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
-        return f"{int(x):,}".replace(",", ".")
-    return f"{x:.6g}"
+        return br(int(x), ",d")
+    return br(x, f".{digits}g")
 
 
-def _fail(name: str, tried: str, body: str, hint: str | None = None) -> CheckFailure:
+def _fail(name: str, tried: str, body: str, hint: str | None = None, **data: Any) -> CheckFailure:
     lines = [f"`{name}` falhou.", f"Teste: {tried}", body]
     if hint:
         lines.append(f"Diagnóstico provável: {hint}")
-    return CheckFailure("\n".join(lines))
+    data.setdefault("kind", "erro")
+    cause = hint or data.get("cause")
+    info = {"exercise": name, "case": tried, **data, "cause": cause}
+    info["id"] = "/".join(
+        part
+        for part in (name, info["kind"], info.get("mistake") or (slug(cause, 40) if cause else ""))
+        if part
+    )
+    return CheckFailure("\n".join(lines), info)
+
+
+def _id(name: str, kind: str, known: dict, cause: str | None) -> str:
+    tail = known.get("mistake") or (slug(cause, 40) if cause else "")
+    return "/".join(p for p in (name, kind, tail) if p)
 
 
 def _student_line(exc: BaseException) -> str:
@@ -284,21 +332,36 @@ def expect_close(
     __tracebackhide__ = True
     mistakes = list(mistakes)
 
+    found: list[Mistake] = []
+
     def diagnose() -> str | None:
         if isinstance(actual, torch.Tensor):
             for mistake in mistakes:
                 if _matches(actual, mistake.value, expected.dtype):
+                    found.append(mistake)
                     verb = "coincidem" if what.startswith(("as ", "os ")) else "coincide"
                     return f"{what} {verb} com {mistake.name}."
         return None
 
-    expect_shape(actual, expected.shape, name, tried, what, hint=diagnose())
+    def known() -> dict:
+        return {"mistake": found[-1].key} if found else {}
+
+    hint = diagnose()
+    if not isinstance(actual, torch.Tensor) or tuple(actual.shape) != tuple(expected.shape):
+        kind = "tipo" if not isinstance(actual, torch.Tensor) else "forma"
+        try:
+            expect_shape(actual, expected.shape, name, tried, what, hint=hint)
+        except CheckFailure as failure:
+            raise CheckFailure(str(failure), {**failure.data, "kind": kind, "where": what, **known(),
+                                             "id": _id(name, kind, known(), hint)}) from None  # fmt: skip
     if actual.dtype != expected.dtype:
         raise _fail(
             name,
             tried,
             f"dtype errado {_in(what)}: esperado {expected.dtype}, obtido {actual.dtype} "
             "(a função deve preservar o dtype das entradas).",
+            kind="dtype",
+            where=what,
         )
     if actual.device != expected.device:
         raise _fail(
@@ -306,6 +369,8 @@ def expect_close(
             tried,
             f"O resultado ({what}) está em {actual.device}, mas as entradas estavam em {expected.device} "
             "(não fixe `cpu`/`cuda` no código; use o device das entradas).",
+            kind="dispositivo",
+            where=what,
         )
     tol = tolerances(expected.dtype)
     if rtol is not None:
@@ -320,7 +385,7 @@ def expect_close(
         idx = tuple(int(i) for i in torch.nonzero(bad)[0]) if bad.any() else ()
         finite = torch.isfinite(a)
         delta = (a - e).abs()[finite & torch.isfinite(e)]
-        max_delta = f"{delta.max().item():.3g}" if delta.numel() else "—"
+        max_delta = _number(delta.max().item(), 3) if delta.numel() else "—"
         body = [
             f"Valores diferentes do esperado {_in(what)} "
             f"({int(bad.sum())} de {bad.numel()} elementos; maior |Δ| = {max_delta}).",
@@ -329,10 +394,11 @@ def expect_close(
             body.append(f"Há {_in(what)} {int((~finite).sum())} valores NaN ou infinitos.")
         if idx:
             body.append(
-                f"Primeira diferença no índice {idx}: esperado {e[idx].item():.6g}, "
-                f"obtido {a[idx].item():.6g}."
+                f"Primeira diferença no índice {idx}: esperado {_number(e[idx].item())}, "
+                f"obtido {_number(a[idx].item())}."
             )
-        raise _fail(name, tried, "\n".join(body), diagnose()) from None
+        kind = "nan" if not finite.all() else "valores"
+        raise _fail(name, tried, "\n".join(body), hint, kind=kind, where=what, **known()) from None
 
 
 def snapshot(*tensors: torch.Tensor) -> list[torch.Tensor]:
@@ -350,7 +416,11 @@ def expect_unchanged(
     """Exige que as entradas não tenham sido modificadas no lugar (*in place*)."""
     __tracebackhide__ = True
     for label, old, new in zip(labels, before, after, strict=True):
-        same = old.shape == new.shape and torch.equal(torch.nan_to_num(old), torch.nan_to_num(new.detach()))
+        same = (
+            old.shape == new.shape
+            and old.dtype == new.dtype
+            and torch.equal(torch.nan_to_num(old), torch.nan_to_num(new.detach()))
+        )
         if not same:
             raise _fail(
                 name,
@@ -359,6 +429,8 @@ def expect_unchanged(
                 "operação no lugar (*in place*, como `masked_fill_`, `div_`, `+=` ou uma atribuição "
                 "indexada, `x[x == 0] = ...`) sobre a entrada; use a versão que devolve um tensor novo "
                 "(ou trabalhe numa cópia, `.clone()`).",
+                kind="entrada_modificada",
+                where=label,
             )
 
 
@@ -430,9 +502,11 @@ def expect_not_reference(obj: Any, ref: Any, name: str) -> None:
 
 
 def passed(name: str, n_checks: int, extra: str = "") -> None:
-    """Uma linha curta de sucesso (stdout)."""
+    """Uma linha curta de sucesso (stdout; no juiz da correção, guardada para a célula de teste)."""
+    from .probe import report
+
     suffix = f" {extra}" if extra else ""
-    print(f"✔ `{name}`: {n_checks} verificações passaram.{suffix}")
+    report(f"✔ `{name}`: {n_checks} verificações passaram.{suffix}")
 
 
 # ====================================================================== a recusa da referência
@@ -530,6 +604,23 @@ def refuse_reference(answer: Any, reference: Any, run: Callable[[], Any], name: 
 # ====================================================================== o contexto de uma verificação
 
 
+NOT_IMPLEMENTED = "Você ainda não implementou"
+
+
+def _studying(check) -> bool:
+    """A verificação roda no notebook do aluno, no JupyterLab (nem no Validar, nem na correção)?"""
+    import os
+
+    if check.remote or os.environ.get("NBGRADER_EXECUTION") or os.environ.get("NBGRADER_VALIDATING"):
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and hasattr(shell, "kernel")
+
+
 class Check:
     """O contexto de uma verificação: carrega o nome do exercício e o caso, conta as expectativas
     e formata toda mensagem por meio deste módulo.
@@ -542,6 +633,11 @@ class Check:
                 out = c.call(fn, x, 3)
             c.close(out, expected, "a saída", mistakes=[...])
 
+    Toda conversa com a resposta do aluno é um pedido ao lado do aluno (:mod:`transformer_course.probe`):
+    ``c.call`` e ``c.run`` chamam, ``c.new`` constrói e guarda um objeto, ``c.describe`` pergunta a
+    estrutura de um objeto, ``c.load`` copia pesos para ele. A resposta volta como dados (tensores
+    comuns e referências), aqui ou no juiz da correção, e a verificação só compara dados.
+
     Ao entrar, aplica a política de isolamento do curso (:func:`runtime.isolated`: uma thread,
     gerador global emprestado com semente fixa), desvia o stderr e cala os avisos; ao sair sem
     falha, imprime a linha de sucesso.
@@ -551,12 +647,19 @@ class Check:
         self.name, self.hidden, self.seed = name, hidden, seed
         self.tried = ""
         self.count = 0
+        self.student = None
+        self.seed_offset = 0
+        self._watch: list[dict] = []
+        self.last = None
 
     def __enter__(self) -> Check:
         import io
 
+        from .probe import LocalStudent, current_seed_offset, current_student
         from .runtime import isolated
 
+        self.student = current_student() or LocalStudent()
+        self.seed_offset = current_seed_offset() if self.hidden else 0
         # Isolamento, e nada no stderr: o nbgrader zera a célula de teste que escreve lá (uma barra
         # de progresso ou um aviso vindo do código do aluno bastariam).
         self._stack = contextlib.ExitStack()
@@ -570,7 +673,28 @@ class Check:
         self._stack.__exit__(etype, exc, tb)
         if etype is None:
             passed(self.name, self.count, "(testes ocultos)" if self.hidden else "")
+            return False
+        if isinstance(exc, CheckFailure) and str(exc).startswith(NOT_IMPLEMENTED) and _studying(self):
+            # No JupyterLab (Executar tudo), um exercício por fazer não para o notebook: o aviso
+            # aparece e as células seguintes rodam. No Validar e na correção, ele vale 0.
+            from .probe import report
+
+            report(f"⏳ {exc} O resto do notebook continua; no Validar e na correção, este teste vale 0.")
+            return True
         return False
+
+    @property
+    def remote(self) -> bool:
+        """As respostas estão do outro lado (no kernel da correção)?"""
+        from .probe import LocalStudent
+
+        return not isinstance(self.student, LocalStudent)
+
+    def gen(self, seed: int) -> torch.Generator:
+        """Um gerador com semente ``seed`` (nos testes ocultos da correção, deslocada por entrega)."""
+        from .runtime import seeded_generator
+
+        return seeded_generator(seed + self.seed_offset)
 
     # ------------------------------------------------------------ o caso em teste
 
@@ -579,17 +703,163 @@ class Check:
         self.tried = tried
         return self
 
-    def fail(self, body: str, hint: str | None = None):
-        """Falha já, com ``body`` e o diagnóstico provável ``hint``."""
+    def fail(self, body: str, hint: str | None = None, **data: Any):
+        """Falha já, com ``body`` e o diagnóstico provável ``hint`` (``data``: o diagnóstico como dados)."""
         __tracebackhide__ = True
-        raise _fail(self.name, self.tried, body, hint)
+        raise _fail(self.name, self.tried, body, hint, **data)
+
+    # ------------------------------------------------------------ pedidos ao lado do aluno
+
+    def run(
+        self,
+        fn: Any,
+        args: Sequence[Any] = (),
+        kwargs: dict | None = None,
+        *,
+        keep: bool = False,
+        grad: dict | None = None,
+        capture: dict | None = None,
+        forbid: Sequence[str] = (),
+        seed: int | None = None,
+        no_grad: bool = False,
+    ):
+        """Um pedido ``call`` ao lado do aluno; devolve a :class:`probe.Response` inteira (sem levantar).
+
+        Args:
+            keep: guardar o resultado do lado do aluno (um objeto construído) e devolver a referência.
+            grad: tirar gradientes de uma perda da saída: ``{"loss": {"kind": "sum_sq", "path": [0]},
+                "params": ["W_Q.weight"]}`` (``kind``: ``sum_sq``, ``sum`` ou ``dot`` com ``weights``).
+            capture: guardar o que passa por submódulos: ``{"W_Q": "output", "W_O": "input"}``.
+            forbid: funções do PyTorch proibidas (nomes qualificados) a registrar durante a chamada.
+            seed: ``torch.manual_seed(seed)`` logo antes da chamada (dropout em modo de treino).
+        """
+        from .probe import HarnessFailure
+
+        options = {"keep": keep, "after": bool(self._watch), "no_grad": no_grad}
+        if grad is not None:
+            options["grad"] = grad
+        if capture:
+            options["capture"] = dict(capture)
+        if forbid:
+            options["forbid"] = list(forbid)
+        if seed is not None:
+            options["seed"] = int(seed)
+        try:
+            response = self.student.request(
+                "call", fn, args=list(args), kwargs=dict(kwargs or {}), options=options
+            )
+        except (HarnessFailure, ValueError) as exc:
+            raise _fail(
+                self.name,
+                self.tried,
+                f"A correção não recebeu a resposta da sua função: {exc}.",
+                kind="sem_resposta",
+            ) from None
+        for watch in self._watch:
+            watch["calls"].append((list(args), dict(kwargs or {}), response))
+        self.last = response
+        return response
+
+    def raise_for(self, response, hint_on_error: str | None = None) -> None:
+        """Transforma a exceção que a resposta do aluno levantou numa falha clara (ou não faz nada)."""
+        __tracebackhide__ = True
+        error = response.error
+        if error is None:
+            return
+        kind, message, line = error.get("type", "?"), error.get("message", ""), error.get("line", "")
+        where = f" ({line})" if line else ""
+        if error.get("stub"):
+            raise CheckFailure(
+                f"Você ainda não implementou `{self.name}` (não implementado): "
+                "substitua `raise NotImplementedError()` pelo seu código.",
+                {
+                    "exercise": self.name,
+                    "case": self.tried,
+                    "kind": "nao_implementado",
+                    "id": f"{self.name}/nao_implementado",
+                },  # fmt: skip
+            )
+        if kind == "ReferenceWithheld":
+            raise _fail(
+                self.name,
+                self.tried,
+                f"Sua resposta chamou a implementação de referência do pacote{where}, que fica com o "
+                "professor durante a correção.",
+                "escreva a sua própria implementação, sem importar nem chamar a do pacote.",
+                kind="referencia",
+            )
+        raise _fail(
+            self.name,
+            self.tried,
+            f"Sua função levantou {kind}: {message}{where}",
+            hint_on_error,
+            kind="excecao",
+            exception=kind,
+        )
+
+    def call(self, fn: Any, *args: Any, hint_on_error: str | None = None, **kwargs: Any) -> Any:
+        """Chama a resposta do aluno e devolve o resultado (como dados); exceções viram falhas claras."""
+        __tracebackhide__ = True
+        response = self.run(fn, args, kwargs)
+        self.raise_for(response, hint_on_error)
+        return response.value
+
+    def new(self, cls: Any, *args: Any, hint_on_error: str | None = None, **kwargs: Any):
+        """Constrói um objeto do aluno (``cls(*args, **kwargs)``) e devolve a referência a ele."""
+        __tracebackhide__ = True
+        response = self.run(cls, args, kwargs, keep=True)
+        self.raise_for(response, hint_on_error)
+        return response.value
+
+    def method(self, obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Chama um método de um objeto do aluno (``obj.train(False)``, ``obj.to(torch.float64)``)."""
+        __tracebackhide__ = True
+        from .probe import Attr
+
+        return self.call(Attr(obj, name), *args, **kwargs)
+
+    def describe(self, obj: Any, attrs: Sequence[str] = ()) -> dict:
+        """A estrutura de um objeto do aluno: tipo, parâmetros, buffers, submódulos, atributos pedidos."""
+        __tracebackhide__ = True
+        from .probe import HarnessFailure
+
+        try:
+            response = self.student.request("describe", obj, attrs=list(attrs))
+        except (HarnessFailure, ValueError) as exc:
+            raise _fail(
+                self.name, self.tried, f"A correção não recebeu a resposta da sua função: {exc}."
+            ) from None
+        self.raise_for(response)
+        if not isinstance(response.value, dict):
+            self.fail("A descrição do objeto veio malformada.")
+        return response.value
+
+    def scenario(self, name: str, target: Any = None, **fields: Any):
+        """Um roteiro do capítulo do lado do aluno (``transformer_course/scenarios``); a resposta inteira.
+
+        ``fields`` vão no pedido (tensores, números, referências). Não levanta: a verificação lê
+        ``response.error`` (ou chama :meth:`raise_for`).
+        """
+        __tracebackhide__ = True
+        from .probe import HarnessFailure
+
+        try:
+            response = self.student.request("scenario", target, name=name, **fields)
+        except (HarnessFailure, ValueError) as exc:
+            raise _fail(
+                self.name, self.tried, f"A correção não recebeu a resposta da sua função: {exc}."
+            ) from None
+        self.last = response
+        return response
+
+    def load(self, obj: Any, params: dict) -> dict:
+        """Copia ``params`` (nome -> tensor) para os parâmetros/buffers de um objeto do aluno."""
+        __tracebackhide__ = True
+        response = self.student.request("load", obj, params=dict(params))
+        self.raise_for(response)
+        return response.value if isinstance(response.value, dict) else {}
 
     # ------------------------------------------------------------ expectativas (cada uma conta)
-
-    def call(self, fn: Callable, *args: Any, hint_on_error: str | None = None, **kwargs: Any) -> Any:
-        """Chama a resposta do aluno (ver :func:`call`)."""
-        __tracebackhide__ = True
-        return call(fn, self.name, self.tried, *args, hint_on_error=hint_on_error, **kwargs)
 
     def expect(self, condition: bool, body: str, hint: str | None = None) -> None:
         __tracebackhide__ = True
@@ -651,38 +921,68 @@ class Check:
             why = "converta com `.item()`." if isinstance(value, torch.Tensor) else None
             self.fail(f"Esperava {wanted} {_in(what)}; veio {describe(value)}.", why)
         if not math.isclose(value, expected, rel_tol=rel, abs_tol=abs_tol):
+            matched = None
             for mistake in mistakes:
                 if isinstance(mistake.value, (int, float)) and math.isclose(
                     value, mistake.value, rel_tol=max(rel, 1e-6), abs_tol=abs_tol
                 ):
-                    hint = f"{what} coincide com {mistake.name}."
+                    hint, matched = f"{what} coincide com {mistake.name}.", mistake
                     break
             self.fail(
-                f"Valor errado {_in(what)}: esperado {_number(expected)}, obtido {_number(value)}.", hint
+                f"Valor errado {_in(what)}: esperado {_number(expected)}, obtido {_number(value)}.",
+                hint,
+                kind="valores",
+                where=what,
+                **({"mistake": matched.key} if matched else {}),
             )
 
     def raises(
-        self, exc_type: type[BaseException], fn: Callable, *args: Any, hint: str | None = None, **kwargs: Any
+        self, exc_type: type[BaseException], fn: Any, *args: Any, hint: str | None = None, **kwargs: Any
     ) -> None:
         """Exige que ``fn(*args)`` levante ``exc_type`` com uma mensagem (``hint``: o erro provável)."""
         __tracebackhide__ = True
         self.count += 1
-        try:
-            expect_raises(fn, exc_type, self.name, self.tried, *args, **kwargs)
-        except CheckFailure as failure:
-            if hint is None or "\nEsperava " not in str(failure):
-                raise  # não implementado, ou a exceção certa sem mensagem: a dica não se aplica
-            raise CheckFailure(f"{failure}\nDiagnóstico provável: {hint}") from None
+        wanted = exc_type.__name__
+        response = self.run(fn, args, kwargs)
+        error = response.error
+        if error is None:
+            self.fail(f"Esperava {wanted}, mas nenhuma exceção foi levantada.", hint, kind="sem_excecao")
+        if error.get("stub"):
+            self.raise_for(response)
+        if wanted not in error.get("mro", [error.get("type")]):
+            where = f" ({error['line']})" if error.get("line") else ""
+            self.fail(
+                f"Esperava {wanted}; sua função levantou {error.get('type')}: {error.get('message')}{where}",
+                hint,
+            )
+        if not error.get("message", "").strip():
+            self.fail(f"Levantou {wanted}, mas sem mensagem: explique o problema ao usuário.")
 
     @contextlib.contextmanager
     def untouched(self, **inputs: Any):
-        """Exige que os tensores ``inputs`` saiam do bloco como entraram (nada *in place*)."""
+        """Exige que os tensores ``inputs`` saiam do bloco como entraram (nada *in place*).
+
+        As chamadas feitas dentro do bloco devolvem também os argumentos como ficaram depois da
+        chamada; cada tensor nomeado aqui é comparado com o original (que nunca sai deste lado).
+        """
         __tracebackhide__ = True
         tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
-        before = snapshot(*tensors.values())
-        yield
+        watch = {"calls": []}
+        self._watch.append(watch)
+        try:
+            yield
+        finally:
+            self._watch.remove(watch)
         self.count += 1
-        expect_unchanged(before, list(tensors.values()), list(tensors), self.name, self.tried)
+        for label, original in tensors.items():
+            for args, kwargs, response in watch["calls"]:
+                after = list(response.after or [])
+                after_kw = response.after_kwargs or {}
+                pairs = [(a, after[i] if i < len(after) else None) for i, a in enumerate(args)]
+                pairs += [(v, after_kw.get(k)) for k, v in kwargs.items()]
+                for sent, came_back in pairs:
+                    if sent is original and isinstance(came_back, torch.Tensor):
+                        expect_unchanged([original], [came_back], [label], self.name, self.tried)
 
     def first_difference(
         self, stages: Sequence[tuple[str, Any, torch.Tensor]], mistakes: Iterable[Mistake] = ()
@@ -700,19 +1000,48 @@ class Check:
                 expect_close(actual, expected, self.name, self.tried, label, mistakes)
             except CheckFailure as failure:
                 body = str(failure).split("\n", 2)[-1]
-                self.fail(f"A primeira diferença aparece em {label}.\n{body}")
+                inner = {k: v for k, v in failure.data.items() if k not in ("exercise", "case", "id")}
+                self.fail(f"A primeira diferença aparece em {label}.\n{body}", **{**inner, "where": label})
 
-    def forbid(self, functions: Sequence[Callable], run: Callable[[], Any], body: str, hint: str) -> None:
-        """Exige que ``run()`` não chame as funções do PyTorch em ``functions``."""
+    def forbid(
+        self, functions: Sequence[str], fn: Any, *args: Any, body: str, hint: str, **kwargs: Any
+    ) -> None:
+        """Exige que ``fn(*args)`` não chame as funções do PyTorch em ``functions`` (nomes qualificados)."""
         __tracebackhide__ = True
         self.count += 1
-        with forbid_torch_functions(*functions) as mode:
-            self.call(run)
-        if mode.used:
-            self.fail(body, hint)
+        response = self.run(fn, args, kwargs, forbid=functions)
+        self.raise_for(response)
+        if response.forbidden:
+            self.fail(body, hint, kind="atalho")
 
     def refuse_reference(self, answer: Any, reference: Any, run: Callable[[], Any]) -> None:
-        """Recusa a referência do pacote em qualquer disfarce (ver :func:`refuse_reference`)."""
+        """Recusa a referência do pacote em qualquer disfarce (ver :func:`refuse_reference`).
+
+        Ao estudar, a resposta é um objeto deste processo: vale a recusa completa (identidade,
+        herança e chamadas vigiadas, com ``run``). Na correção, a referência nem existe no kernel:
+        uma chamada a ela falha com ``ReferenceWithheld`` em qualquer pedido; aqui só se confere de
+        onde vem o objeto entregue (um nome importado do pacote).
+        """
         __tracebackhide__ = True
         self.count += 1
-        refuse_reference(answer, reference, run, self.name)
+        if not self.remote:
+            refuse_reference(answer, reference, run, self.name)
+            return
+        desc = self.describe(answer)
+        module = str(desc.get("module") or "")
+        mro = [str(m) for m in desc.get("class_mro", [])]
+        qualified = f"{reference.__module__}.{reference.__qualname__}"
+        where = f"`{qualified}`"
+        own = module.startswith("transformer_course") or any(
+            m.startswith("transformer_course.") and m.rsplit(".", 1)[-1] == reference.__name__ for m in mro
+        )
+        uses = qualified in [str(u) for u in desc.get("uses_package", []) or []]
+        if own or uses:
+            raise _fail(
+                self.name,
+                "origem da resposta",
+                f"Sua resposta {'é ou herda de' if own else 'usa por dentro'} a implementação de referência "
+                f"do pacote ({where}).",
+                "escreva a sua própria implementação, sem importar, chamar ou herdar a do pacote.",
+                kind="referencia",
+            )

@@ -14,9 +14,10 @@ import torch
 from torch.nn import functional as F
 
 from .. import attention as reference
+from .. import wire
 from ..exercises import Exercise, GradedCell
 from ..feedback import Check, Mistake, describe
-from ..runtime import dtype_name, seeded_generator
+from ..runtime import dtype_name
 
 __all__ = ["check_attention_entropy", "check_scaled_dot_product_attention"]
 
@@ -106,8 +107,8 @@ def _random_mask(gen, q_len, k_len, lead=()):
     return mask[..., torch.randperm(k_len, generator=gen)]
 
 
-def _tensors(seed, lead, q_len, k_len, d_k, d_v, dtype=torch.float32):
-    gen = seeded_generator(seed)
+def _tensors(c: Check, seed, lead, q_len, k_len, d_k, d_v, dtype=torch.float32):
+    gen = c.gen(seed)
     sizes = ((q_len, d_k), (k_len, d_k), (k_len, d_v))
     return gen, *(torch.randn(*lead, n, d, generator=gen, dtype=dtype) for n, d in sizes)
 
@@ -133,7 +134,7 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
     """Testes visíveis de ``scaled_dot_product_attention``."""
     with SDPA.check() as c:
         # 1. Um exemplo pequeno, sem máscara; q_len ≠ k_len e d_k ≠ d_v de propósito.
-        _, Q, K, V = _tensors(0, (2,), 3, 4, 8, 5)
+        _, Q, K, V = _tensors(c, 0, (2,), 3, 4, 8, 5)
         _, weights = _run_sdpa(c, fn, Q, K, V)
         sums = weights.sum(-1)
         c.expect(
@@ -141,7 +142,7 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
             f"Cada linha dos pesos deveria somar 1; somas obtidas: {sums.flatten()[:4].tolist()}",
         )
         # 2. Máscara 2-D (Tq, Tk) que se difunde sobre o lote.
-        gen, Q, K, V = _tensors(1, (2,), 3, 6, 8, 5)
+        gen, Q, K, V = _tensors(c, 1, (2,), 3, 6, 8, 5)
         mask = _random_mask(gen, 3, 6)
         _, weights = _run_sdpa(c, fn, Q, K, V, mask)
         blocked = weights.detach().masked_select(~mask.expand_as(weights))
@@ -150,7 +151,7 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
             f"Posições bloqueadas receberam peso (maior: {blocked.abs().max().item():.3g}).",
         )
         # 3. Tensores 4-D (B, H, T, Dk), como no multi-head, com máscara (B, 1, Tq, Tk).
-        gen, Q, K, V = _tensors(2, (2, 3), 4, 5, 6, 7)
+        gen, Q, K, V = _tensors(c, 2, (2, 3), 4, 5, 6, 7)
         mask = _random_mask(gen, 4, 5, lead=(2, 1))
         _run_sdpa(c, fn, Q, K, V, mask, " (4-D: lote e cabeças)", hint_on_error=NOT_3D)
 
@@ -159,41 +160,46 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
 def check_scaled_dot_product_attention_hidden(fn: Callable) -> None:
     """Testes ocultos: dtypes, formas, gradientes, entradas não contíguas e atalhos proibidos."""
     with SDPA.check(hidden=True) as c:
-        _, Q, K, V = _tensors(10, (3,), 5, 5, 4, 4, torch.float64)
+        _, Q, K, V = _tensors(c, 10, (3,), 5, 5, 4, 4, torch.float64)
         _run_sdpa(c, fn, Q, K, V, torch.ones(5, 5, dtype=torch.bool).tril(), " (float64, causal)")
-        _, Q, K, V = _tensors(11, (), 4, 7, 3, 2)
+        _, Q, K, V = _tensors(c, 11, (), 4, 7, 3, 2)
         _run_sdpa(c, fn, Q, K, V, extra=" (2-D, sem eixo de lote)", hint_on_error=NOT_3D)
-        _, Q, K, V = _tensors(12, (2, 2), 3, 6, 8, 8)
+        _, Q, K, V = _tensors(c, 12, (2, 2), 3, 6, 8, 8)
         pad = torch.arange(6) < torch.tensor([4, 2]).view(2, 1, 1, 1)  # (B, 1, 1, Tk): 4 e 2 posições
         _run_sdpa(c, fn, Q, K, V, pad, " (máscara de padding)", hint_on_error=NOT_3D)
-        _, Q, K, V = _tensors(13, (1,), 6, 6, 256, 3)  # d_k grande: sem escala, o softmax satura
+        _, Q, K, V = _tensors(c, 13, (1,), 6, 6, 256, 3)  # d_k grande: sem escala, o softmax satura
         _run_sdpa(c, fn, Q, K, V, extra=" (d_k = 256)")
-        _, Q, K, V = _tensors(14, (4,), 5, 3, 6, 2)
+        _, Q, K, V = _tensors(c, 14, (4,), 5, 3, 6, 2)
         Qt, Kt, Vt = (t.transpose(0, 1).contiguous().transpose(0, 1) for t in (Q, K, V))
         _run_sdpa(c, fn, Qt, Kt, Vt, extra=" (tensores não contíguos)")
         # Os gradientes chegam a Q, K e V e coincidem com os do PyTorch.
-        _, Q, K, V = _tensors(15, (2,), 3, 4, 5, 6, torch.float64)
+        _, Q, K, V = _tensors(c, 15, (2,), 3, 4, 5, 6, torch.float64)
         mine, theirs = ([t.clone().requires_grad_() for t in (Q, K, V)] for _ in range(2))
         output, _ = _run_sdpa(c, fn, *mine, extra=" (gradientes)")
         c.expect(
-            isinstance(output, torch.Tensor) and output.requires_grad,
+            isinstance(output, torch.Tensor) and wire.info(output).requires_grad,
             "A saída não está ligada ao grafo de gradientes (use só operações do PyTorch, "
             "sem `.detach()`, `.numpy()` ou `.item()`).",
         )
-        output.pow(2).sum().backward()
+        response = c.run(fn, (*mine, None), grad={"loss": {"kind": "sum_sq", "path": [0]}})
+        c.raise_for(response)
         F.scaled_dot_product_attention(*theirs).pow(2).sum().backward()
-        for label, a, b in zip("QKV", mine, theirs):
+        for label, grad, b in zip("QKV", response.grads or [None] * 3, theirs):
             cut = f"um `.detach()`, `.data` ou `torch.no_grad()` corta o caminho de `{label}` até a saída."
-            c.expect(a.grad is not None, f"O gradiente não chega a `{label}` (`{label}.grad` é None).", cut)
-            c.close(a.grad, b.grad, f"o gradiente em `{label}`")
+            c.expect(grad is not None, f"O gradiente não chega a `{label}` (`{label}.grad` é None).", cut)
+            c.close(grad, b.grad, f"o gradiente em `{label}`")
         # Atalhos proibidos: F.scaled_dot_product_attention e a referência do pacote.
-        _, Q, K, V = _tensors(16, (2,), 3, 3, 4, 4)
+        _, Q, K, V = _tensors(c, 16, (2,), 3, 3, 4, 4)
         c.case("Q, K, V (2, 3, 4) float32, sem máscara (atalhos proibidos)")
         c.forbid(
-            [F.scaled_dot_product_attention],
-            lambda: fn(Q, K, V, None),
-            "Sua função chama `F.scaled_dot_product_attention`.",
-            "o exercício pede que você escreva a atenção com matmul e softmax.",
+            ["torch.nn.functional.scaled_dot_product_attention"],
+            fn,
+            Q,
+            K,
+            V,
+            None,
+            body="Sua função chama `F.scaled_dot_product_attention`.",
+            hint="o exercício pede que você escreva a atenção com matmul e softmax.",
         )
         c.refuse_reference(fn, reference.scaled_dot_product_attention, lambda: fn(Q, K, V, None))
 
@@ -239,7 +245,7 @@ def check_attention_entropy(fn: Callable) -> None:
         _run_entropy(c, fn, uniform, "uma linha uniforme [0.25, 0.25, 0.25, 0.25] (esperado: ln 4 ≈ 1.386)")
         onehot = torch.tensor([[0.0, 1.0, 0.0]])
         _run_entropy(c, fn, onehot, "uma linha one-hot [0, 1, 0] (esperado: 0, com 0·log 0 = 0)")
-        weights = torch.randn(2, 3, 5, generator=seeded_generator(20)).softmax(-1)
+        weights = torch.randn(2, 3, 5, generator=c.gen(20)).softmax(-1)
         _run_entropy(c, fn, weights, "pesos aleatórios (2, 3, 5)")
 
 
@@ -247,7 +253,7 @@ def check_attention_entropy(fn: Callable) -> None:
 def check_attention_entropy_hidden(fn: Callable) -> None:
     """Testes ocultos de ``attention_entropy``: 4-D, float64, zeros, uma linha só, a origem."""
     with ENTROPY.check(hidden=True) as c:
-        gen = seeded_generator(21)
+        gen = c.gen(21)
         scores = torch.randn(2, 3, 4, 6, generator=gen, dtype=torch.float64)
         weights = scores.masked_fill(~torch.ones(4, 6, dtype=torch.bool).tril(1), float("-inf")).softmax(-1)
         _run_entropy(c, fn, weights, "pesos mascarados 4-D (2, 3, 4, 6) float64, com zeros")

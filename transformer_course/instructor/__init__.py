@@ -3,9 +3,12 @@
 - ``nbgrader_run``: chamar o nbgrader de linha de comando (ambiente, executável, subprocesso);
 - ``preprocessors``: preprocessadores do nbgrader/nbconvert (devolutiva em pt-BR, gabarito limpo);
 - ``sandbox``: o kernel confinado (bubblewrap) de toda correção e a barreira da devolutiva;
+- ``submission``: a entrega normalizada antes de rodar (metadados do professor de volta, tags fora);
+- ``judge``: o juiz — as células de teste corrigidas fora do kernel, os pontos só do veredito;
+- ``answer_key``: o pacote que o kernel vê sem o gabarito, e as demonstrações que não rodam na correção;
 - ``cluster``: a tarefa de uma entrega no Dask, pela API Python do nbgrader, e o banco de notas;
 - ``results``: notas e motivos de uma correção, rotulados pelo registro de exercícios.
 
-O que roda dentro do kernel do aluno (verificações, ``feedback``, ``tamper``) fica fora deste pacote
-e não o importa (contrato do import-linter no ``pyproject.toml``).
+O que roda dentro do kernel do aluno (``harness``, ``wire``, ``scenarios``; ao estudar, também as
+verificações) fica fora deste pacote e não o importa (contratos do import-linter no ``pyproject.toml``).
 """

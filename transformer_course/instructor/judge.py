@@ -1,0 +1,453 @@
+"""O juiz: os pontos de cada teste decididos fora do processo do aluno, só a partir de dados.
+
+Na correção (``nbgrader autograde`` com o ``nbgrader_config.py`` do curso), o notebook roda no
+kernel confinado (:mod:`.sandbox`) célula a célula, como sempre, com uma diferença: as células de
+teste (visíveis e ocultas) **não rodam no kernel**. No lugar de cada uma, :class:`JudgedExecute`
+roda neste processo — o do corretor, onde nenhum código do aluno roda — a verificação daquela
+célula, com o lado do aluno remoto (:class:`transformer_course.probe.RemoteStudent`): a
+verificação escolhe os casos (os ocultos com uma semente própria de cada entrega, tirada de um
+segredo do professor), cada chamada à resposta do aluno vira um pedido que o kernel executa
+(:mod:`transformer_course.harness`) e a resposta volta só como dados
+(:mod:`transformer_course.wire`: ``.npy`` lido com ``allow_pickle=False``, JSON). A comparação com
+o oráculo e o diagnóstico acontecem aqui; o resultado é um :class:`Verdict`.
+
+O veredito vira a saída da célula de teste (a linha de sucesso, ou a falha com a mensagem em
+pt-BR, que a devolutiva mostra) e os pontos que :class:`SaveJudgedGrades` grava no gradebook
+do nbgrader. Nada que o kernel publique — um ``execute_result``, a falta de um erro, um gancho
+do IPython, um tensor que mente — conta ponto: a nota de uma célula de teste sai só do veredito.
+
+Uma falha do próprio juiz (um erro que não é a falha de uma verificação) não vira 0 do aluno: a
+correção daquela entrega para com :class:`JudgeFault`, que diz o que houve.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import hashlib
+import hmac
+import os
+import secrets
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from jupyter_core.utils import run_sync
+from nbformat import NotebookNode
+from nbformat.v4 import new_code_cell, new_output
+from nbgrader import utils
+from nbgrader.api import Gradebook
+from nbgrader.preprocessors import NbGraderPreprocessor, SaveAutoGrades
+
+from ..harness import MIME
+from .answer_key import cells_to_skip, grading_package
+from .sandbox import SandboxedExecute
+
+__all__ = [
+    "JudgeFault",
+    "JudgedExecute",
+    "SaveJudgedGrades",
+    "Verdict",
+    "grading_secret",
+    "judge_cell",
+    "seed_offset",
+    "test_cells",
+]
+
+META_KEY = "transformer_course"  # onde o veredito fica, nos metadados da célula corrigida
+SECRET_FILE = ".segredo-dos-testes"
+
+
+class JudgeFault(RuntimeError):
+    """O juiz falhou por conta própria (um erro do curso, não da entrega): nada é gravado."""
+
+
+@dataclass
+class Verdict:
+    """A decisão sobre uma célula de teste: o que o aluno lê e os pontos que o gradebook recebe.
+
+    ``status``: ``"passou"``, ``"falhou"``, ``"nao_implementado"`` ou ``"nao_rodou"`` (o kernel parou
+    antes, ou o tempo do notebook acabou).
+    """
+
+    grade_id: str
+    exercise: str
+    hidden: bool
+    status: str
+    points: float
+    max_points: float
+    message: str
+    checks: int = 0
+    requests: int = 0
+    seconds: float = 0.0
+    diagnosis: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+# ====================================================================== a semente dos testes ocultos
+
+
+def grading_secret(course_root: str | os.PathLike) -> bytes:
+    """O segredo do professor que sorteia os testes ocultos de cada entrega (criado na 1ª vez).
+
+    Fica em ``grading/.segredo-dos-testes`` (modo 600, fora do git). Com ele, corrigir de novo a
+    mesma entrega sorteia os mesmos casos; sem ele, ninguém prevê os casos de uma entrega.
+    """
+    path = Path(course_root) / "grading" / SECRET_FILE
+    try:
+        data = path.read_bytes()
+        if len(data) >= 16:
+            return data
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, secrets.token_bytes(32))
+    finally:
+        os.close(fd)
+    return path.read_bytes()
+
+
+def seed_offset(secret: bytes, student: str, assignment: str, grade_id: str) -> int:
+    """O deslocamento das sementes de uma célula oculta numa entrega (determinístico, imprevisível)."""
+    digest = hmac.new(secret, f"{student}\0{assignment}\0{grade_id}".encode(), hashlib.sha256).digest()
+    return 1 + int.from_bytes(digest[:4], "big") % 1_000_000_000
+
+
+# ====================================================================== as células de teste
+
+
+def test_cells(nb: NotebookNode, chapter: str) -> dict[int, str]:
+    """Índice -> ``grade_id`` das células de teste do notebook (as que o juiz corrige).
+
+    O notebook já passou pela normalização (:mod:`.submission`): os metadados do nbgrader das
+    células conhecidas vêm de ``source/``. Uma célula de teste que o registro de exercícios não
+    conhece é um erro do curso (:class:`JudgeFault`).
+    """
+    from ..exercises import by_grade_id
+
+    registry = by_grade_id(chapter)
+    found = {}
+    for index, cell in enumerate(nb.cells):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
+            continue
+        grade_id = meta.get("grade_id")
+        if grade_id not in registry:
+            raise JudgeFault(
+                f"a célula de teste {grade_id!r} de {chapter} não está no registro de exercícios "
+                "(transformer_course/checks): o juiz não sabe corrigi-la"
+            )
+        found[index] = grade_id
+    return found
+
+
+def hidden_kwargs(source: str) -> dict:
+    """Os argumentos nomeados, literais, da última chamada de uma célula oculta (``a="encoder"``).
+
+    O questionário guarda a resposta certa na própria célula oculta (e não no pacote): o juiz lê
+    esses valores do ``source/`` do professor, sem executar nada.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    outer = [c for c in calls if isinstance(c.func, ast.Call)]  # hidden_check(...)(resposta, a=...)
+    if not outer:
+        return {}
+    kwargs = {}
+    for keyword in outer[-1].keywords:
+        if keyword.arg is None:
+            continue
+        try:
+            kwargs[keyword.arg] = ast.literal_eval(keyword.value)
+        except ValueError:
+            continue
+    return kwargs
+
+
+def judge_cell(
+    chapter: str,
+    grade_id: str,
+    student,
+    offset: int,
+    extra_kwargs: dict | None = None,
+) -> Verdict:
+    """Roda a verificação da célula ``grade_id`` contra ``student`` e decide os pontos.
+
+    Args:
+        student: o lado do aluno (:class:`probe.RemoteStudent` na correção).
+        offset: o deslocamento das sementes, usado só se a célula for oculta.
+        extra_kwargs: argumentos da verificação que vêm da célula do professor (o questionário).
+    """
+    from ..exercises import by_grade_id
+    from ..feedback import CheckFailure
+    from ..probe import Remote, judging
+
+    exercise, cell = by_grade_id(chapter)[grade_id]
+    check = exercise.hidden if cell.hidden else exercise.visible
+    sink: list[str] = []
+    started = time.perf_counter()
+    base = dict(grade_id=grade_id, exercise=exercise.name, hidden=cell.hidden, max_points=float(cell.points))
+    try:
+        with judging(student, offset if cell.hidden else 0, sink):
+            check(Remote(exercise.name), **(extra_kwargs or {}))
+    except CheckFailure as failure:
+        text = str(failure)
+        status = "nao_implementado" if text.startswith("Você ainda não implementou") else "falhou"
+        verdict = Verdict(**base, status=status, points=0.0, message=text, diagnosis=_diagnosis(failure))
+    except Exception as exc:  # noqa: BLE001 - uma falha do juiz não vira 0 do aluno
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        raise JudgeFault(f"o juiz falhou na célula {grade_id} de {chapter} ({detail[:300]})") from exc
+    else:
+        message = "\n".join(sink) or f"✔ `{exercise.name}`: as verificações passaram."
+        verdict = Verdict(**base, status="passou", points=float(cell.points), message=message)
+    verdict.requests = getattr(student, "requests", 0)
+    verdict.seconds = round(time.perf_counter() - started, 3)
+    return verdict
+
+
+def _diagnosis(failure) -> dict:
+    data = getattr(failure, "data", None)
+    return dict(data) if isinstance(data, dict) else {}
+
+
+def render(cell: NotebookNode, verdict: Verdict) -> None:
+    """O veredito como a saída da célula de teste (o que a devolutiva e o Formgrader mostram)."""
+    if verdict.status == "passou":
+        cell.outputs = [new_output("stream", name="stdout", text=verdict.message + "\n")]
+    else:
+        cell.outputs = [
+            new_output(
+                "error",
+                ename="CheckFailure",
+                evalue=verdict.message,
+                traceback=[f"\x1b[0;31mCheckFailure\x1b[0m: {verdict.message}"],
+            )
+        ]
+    cell.metadata[META_KEY] = {"verdict": verdict.to_json()}
+
+
+# ====================================================================== o executor
+
+
+class JudgedExecute(SandboxedExecute):
+    """O ``Execute`` confinado do curso em que as células de teste são corrigidas pelo juiz.
+
+    As demais células rodam no kernel confinado, em ordem. Ao chegar a uma célula de teste, o
+    executor não manda o código dela ao kernel: roda :func:`judge_cell` numa thread deste
+    processo, e cada pedido da verificação ao lado do aluno vira uma célula sintética executada
+    no kernel (que não entra no notebook). Os vereditos ficam em ``resources`` (para
+    :class:`SaveJudgedGrades`) e nos metadados de cada célula de teste.
+    """
+
+    def preprocess(self, nb, resources=None, km=None):
+        from nbgrader.coursedir import CourseDirectory
+
+        resources = resources if resources is not None else {}
+        info = resources.get("nbgrader", {})
+        self._chapter = info.get("notebook") or info.get("assignment") or ""
+        self._student = info.get("student") or ""
+        self._tests = test_cells(nb, self._chapter)
+        self._verdicts: dict[str, Verdict] = {}
+        self._stopped = ""
+        root = CourseDirectory(config=self.config).root
+        self._secret = grading_secret(root)
+        # O gabarito fica com o professor: o kernel importa o pacote sem as referências deste
+        # capítulo e dos seguintes, e as demonstrações que dependem delas não rodam.
+        cache = Path(root) / "grading" / ".pacote-da-correcao"
+        self._package = grading_package(self._chapter, cache, Path(root))
+        answers = {i for i, cell in enumerate(nb.cells) if _meta(cell).get("solution")}
+        self._skip = cells_to_skip(
+            nb.cells, self._chapter, keep=answers | set(self._tests), course_root=Path(root)
+        )
+        self._source_cells = _source_test_sources(
+            root, info.get("assignment") or self._chapter, self._chapter
+        )
+        try:
+            nb, resources = super().preprocess(nb, resources, km)
+        finally:
+            # Células de teste que não chegaram a ser corrigidas (o kernel morreu, o tempo acabou).
+            for index, grade_id in self._tests.items():
+                if grade_id not in self._verdicts:
+                    self._record(nb.cells[index], self._not_run(grade_id))
+        resources.setdefault(META_KEY, {})["verdicts"] = {k: v.to_json() for k, v in self._verdicts.items()}
+        return nb, resources
+
+    def _not_run(self, grade_id: str) -> Verdict:
+        from ..exercises import by_grade_id
+
+        exercise, cell = by_grade_id(self._chapter)[grade_id]
+        why = self._stopped or "o notebook parou antes desta célula"
+        return Verdict(
+            grade_id=grade_id,
+            exercise=exercise.name,
+            hidden=cell.hidden,
+            status="nao_rodou",
+            points=0.0,
+            max_points=float(cell.points),
+            message=f"`{exercise.name}` não foi corrigido: {why}.",
+        )
+
+    def _record(self, cell, verdict: Verdict) -> None:
+        self._verdicts[verdict.grade_id] = verdict
+        render(cell, verdict)
+
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        if hasattr(km, "package_dir"):
+            km.package_dir = str(self._package)
+        return km
+
+    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        from nbclient.exceptions import DeadKernelError
+
+        grade_id = self._tests.get(cell_index)
+        if grade_id is None:
+            if self._stopped:
+                return cell
+            if cell_index in self._skip:
+                cell.outputs = [new_output("stream", name="stdout", text=_skipped(self._skip[cell_index]))]
+                return cell
+            try:
+                return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+            except DeadKernelError:
+                self._stopped = "o kernel parou numa célula anterior (memória esgotada? `os._exit`?)"
+                cell.outputs.append(
+                    new_output(
+                        "error", ename="DeadKernelError", evalue=self._stopped, traceback=[self._stopped]
+                    )
+                )
+                return cell
+        if self._stopped:
+            self._record(cell, self._not_run(grade_id))
+            return cell
+        verdict = await self._judge(grade_id, cell_index)
+        # Cada pedido ao kernel passa pelo nbclient, que guarda a célula executada no lugar da
+        # célula de índice ``cell_index``: a célula de teste volta para o lugar dela.
+        self.nb.cells[cell_index] = cell
+        self._record(cell, verdict)
+        return cell
+
+    # O nbconvert executa célula a célula pela versão síncrona, presa à função da classe base.
+    execute_cell = run_sync(async_execute_cell)
+
+    async def _judge(self, grade_id: str, cell_index: int) -> Verdict:
+        from ..probe import RemoteStudent
+
+        loop = asyncio.get_running_loop()
+
+        def transport(code: str) -> str | None:
+            return asyncio.run_coroutine_threadsafe(self._request(code, cell_index), loop).result()
+
+        offset = seed_offset(self._secret, self._student, self._chapter, grade_id)
+        kwargs = hidden_kwargs(self._source_cells.get(grade_id, ""))
+        student = RemoteStudent(transport)
+        return await loop.run_in_executor(
+            None, lambda: judge_cell(self._chapter, grade_id, student, offset, kwargs)
+        )
+
+    async def _request(self, code: str, cell_index: int) -> str | None:
+        """Um pedido do juiz: uma célula sintética executada no kernel; devolve o texto da resposta."""
+        from nbclient.exceptions import DeadKernelError
+
+        from ..probe import HarnessFailure
+
+        if self._stopped:
+            raise HarnessFailure(self._stopped)
+        cell = new_code_cell(source=code)
+        try:
+            await super().async_execute_cell(cell, cell_index, store_history=False)
+        except DeadKernelError:
+            self._stopped = "o kernel parou durante a correção (memória esgotada? `os._exit`?)"
+            raise HarnessFailure(self._stopped) from None
+        found = None
+        for output in cell.outputs:
+            if output.get("output_type") == "display_data" and MIME in output.get("data", {}):
+                found = output["data"][MIME]
+        if found is None:
+            errors = [o.get("ename", "") for o in cell.outputs if o.get("output_type") == "error"]
+            if any(e in ("CellTimeoutError", "KeyboardInterrupt") for e in errors):
+                raise HarnessFailure(
+                    f"sua resposta não terminou no limite de {self.timeout} s por chamada (laço infinito?)"
+                )
+        return found if isinstance(found, str) else None
+
+
+def _meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def _skipped(what: str) -> str:
+    return (
+        f"(Demonstração não executada na correção: depende de `{what}`, que usa o gabarito do capítulo; "
+        "o gabarito fica com o professor até ser liberado.)\n"
+    )
+
+
+def _source_test_sources(root, assignment: str, notebook: str) -> dict[str, str]:
+    """O código das células de teste no ``source/`` do professor (a fonte confiável), por ``grade_id``."""
+    import nbformat
+
+    path = Path(root) / "source" / assignment / f"{notebook}.ipynb"
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except (OSError, ValueError):
+        return {}
+    return {
+        cell.metadata["nbgrader"]["grade_id"]: cell.source
+        for cell in nb.cells
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    }
+
+
+# ====================================================================== os pontos no gradebook
+
+
+class SaveJudgedGrades(SaveAutoGrades):
+    """O ``SaveAutoGrades`` do nbgrader com os pontos das células de teste vindos do juiz.
+
+    Uma célula de teste recebe os pontos do seu :class:`Verdict` (``resources``), nunca das
+    saídas do notebook (o ``determine_grade`` do nbgrader daria pontos a uma célula sem erro,
+    a um ``execute_result`` numérico ou a uma célula que não rodou). Sem veredito: 0. As
+    perguntas abertas seguem a regra do nbgrader (esperam o professor).
+
+    As notas de um notebook entram numa transação só: ou todas, ou nenhuma (o banco que cai no
+    meio não deixa uma nota parcial com cara de final).
+    """
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        self.notebook_id = info["notebook"]
+        self.assignment_id = info["assignment"]
+        self.student_id = info["student"]
+        self.db_url = info["db_url"]
+        self.verdicts = resources.get(META_KEY, {}).get("verdicts", {})
+        self.gradebook = Gradebook(self.db_url)
+        with self.gradebook:
+            session = self.gradebook.db
+            session.commit = session.flush  # as células escrevem na mesma transação
+            try:
+                nb, resources = NbGraderPreprocessor.preprocess(self, nb, resources)
+            finally:
+                del session.commit
+            session.commit()
+        return nb, resources
+
+    def _add_score(self, cell, resources):
+        meta = cell.metadata["nbgrader"]
+        grade = self.gradebook.find_grade(
+            meta["grade_id"], self.notebook_id, self.assignment_id, self.student_id
+        )
+        if cell.cell_type == "code" and not utils.is_solution(cell):
+            verdict = self.verdicts.get(meta["grade_id"]) or {}
+            grade.auto_score = float(verdict.get("points", 0.0))
+        else:
+            grade.auto_score, _ = utils.determine_grade(cell, self.log)
+        grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+        self.gradebook.db.commit()
