@@ -37,9 +37,14 @@
 #
 # **Legenda de formas** (a mesma em todo o curso): B lote (*batch*), T comprimento da sequência,
 # D `d_model`, H cabeças, Dk = D/H, F `d_ff`, V vocabulário, S comprimento da fonte (atenção cruzada).
+# Quando um exercício usa uma dessas letras com outro sentido, o enunciado diz.
+#
+# **Números.** Os textos, as figuras e as mensagens do curso escrevem números como no Brasil:
+# vírgula decimal (0,5), ponto de milhar (1.048.576) e potências de 10 ($4 \times 10^{-7}$). Um valor
+# que o próprio Python mostra no fim de uma célula — um `float`, uma lista, um tensor — sai como o
+# Python o escreve, com ponto decimal (`0.5`), como no código.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 # %matplotlib inline
 import math
 
@@ -59,7 +64,8 @@ from transformer_course.checks import (
     check_sinusoidal_positional_encoding,
     check_token_embedding,
 )
-from transformer_course.experiments.ch01 import cosine_similarity_matrix
+from transformer_course.experiments.ch01 import cosine_similarity_matrix, toeplitz_deviation
+from transformer_course.numbers import br
 from transformer_course.runtime import get_device, seeded_generator
 
 torch.manual_seed(0)
@@ -143,6 +149,13 @@ torch.allclose(com_pos_b, com_pos_a[perm], atol=1e-6), (com_pos_a[1] - com_pos_b
 #   codificação posicional aprendida (seção 4) — posição **absoluta**;
 # - **mexer nos scores de atenção**, em cada camada: RoPE gira $q$ e $k$ (seção 5), ALiBi soma um viés
 #   que depende da distância (seção 6) — posição **relativa**.
+#
+# A família relativa começou com Shaw, Uszkoreit e Vaswani (2018): em cada camada, quando a posição
+# $i$ olha para a posição $j$, eles somam à chave $k_j$ (e ao valor $v_j$) um vetor aprendido para a
+# distância $j - i$, recortada em $\pm$ um máximo; o score de $i$ com $j$ passa a depender de quão
+# longe $j$ está. O T5 (Raffel et al., 2020) reduziu
+# isso a **um número** aprendido por faixa de distância e por cabeça, somado diretamente ao score.
+# RoPE e ALiBi, que construímos aqui, são herdeiros dessa ideia.
 
 # %% [markdown]
 # ## 2. Embeddings de tokens
@@ -195,20 +208,15 @@ normas = {
     "N(0, 1/D)": pequena.norm(dim=-1).mean().item(),
     "N(0, 1/D) × √D (tensor2tensor, este curso)": (pequena * math.sqrt(D)).norm(dim=-1).mean().item(),
 }
-plots.embedding_scale_figure(normas, norma_pe, f"codificação senoidal: √(D/2) = {norma_pe:.0f}")
+plots.embedding_scale_figure(normas, norma_pe, f"codificação senoidal: √(D/2) = {br(norma_pe, '.0f')}")
 
 # %%
-def br(x, casas=1):
-    """Número com vírgula decimal, como no texto."""
-    return f"{x:.{casas}f}".replace(".", ",")
-
-
 conteudo_curso = normas["N(0, 1/D) × √D (tensor2tensor, este curso)"]
 conteudo_padrao = normas["N(0, 1) × √D"]
-print(f"N(0, 1/D) × √D: conteúdo {br(conteudo_curso)} contra posição {br(norma_pe)} "
-      f"(razão {br(conteudo_curso / norma_pe, 2)}; a conta dá √D/√(D/2) = √2 ≈ 1,41)")
-print(f"N(0, 1) × √D:   conteúdo {br(conteudo_padrao, 0)} contra posição {br(norma_pe)} "
-      f"(razão {br(conteudo_padrao / norma_pe)}; a conta dá D/√(D/2) = √(2D) = 32)")
+print(f"N(0, 1/D) × √D: conteúdo {br(conteudo_curso, '.1f')} contra posição {br(norma_pe, '.1f')} "
+      f"(razão {br(conteudo_curso / norma_pe, '.2f')}; a conta dá √D/√(D/2) = √2 ≈ 1,41)")
+print(f"N(0, 1) × √D:   conteúdo {br(conteudo_padrao, '.0f')} contra posição {br(norma_pe, '.1f')} "
+      f"(razão {br(conteudo_padrao / norma_pe, '.1f')}; a conta dá D/√(D/2) = √(2D) = 32)")
 
 # %% [markdown]
 # Com a tabela pequena ($\mathcal{N}(0, 1/D)$), o fator $\sqrt{D}$ põe conteúdo e posição na mesma
@@ -258,7 +266,7 @@ class TokenEmbedding(nn.Module):
 # %% [markdown]
 # Os testes comparam sua saída com a própria tabela do seu `nn.Embedding` indexada à mão
 # (`weight[ids] · √d_model`), com e sem `padding_idx`, em float32 e float64, e medem a média e o
-# desvio de uma tabela recém-criada de 1000 × 64 (o desvio medido tem de ficar a menos de 10 % de
+# desvio de uma tabela recém-criada de 1000 × 64 (o desvio medido tem de ficar a menos de 10% de
 # $1/\sqrt{64}$). Quando a resposta errada coincide com um erro conhecido (sem o fator, fator
 # $d_\text{model}$, a inicialização padrão, `padding_idx` esquecido...), a mensagem diz qual é.
 
@@ -320,7 +328,8 @@ def sinusoidal_encoding(max_len, d_model):
             "max_len e d_model devem ser positivos, e d_model par (pares seno/cosseno); "
             f"recebi max_len={max_len}, d_model={d_model}."
         )
-    # Em float64 e convertido no fim: o erro de arredondamento do ângulo não cresce com p.
+    # Ângulos em float64, convertidos no fim: o erro absoluto de p·ω cresce com p em qualquer formato,
+    # mas em float64 fica perto de p·10⁻¹⁶ (em float32, p·10⁻⁷), desprezível aqui.
     positions = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (T, 1)
     omega = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (D/2,)
     pe = torch.zeros(max_len, d_model, dtype=torch.float64)
@@ -342,6 +351,34 @@ hidden_check("01_embeddings_posicao", "test_sinusoidal_encoding_hidden", globals
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# **Por que a resposta-modelo calcula os ângulos em float64?** O ângulo $p\,\omega_i$ é arredondado
+# para o formato do cálculo, e o erro **absoluto** desse arredondamento cresce com $p$ em qualquer
+# formato, porque o próprio ângulo cresce: é da ordem de $p$ vezes a precisão do formato
+# ($\approx 10^{-7}$ no float32, $\approx 10^{-16}$ no float64). Medindo contra a conta feita com
+# 40 algarismos (o módulo `decimal` do Python), no par 1 de uma tabela com $D = 64$:
+
+# %%
+from decimal import Decimal, getcontext
+
+getcontext().prec = 40
+omega_1 = Decimal(10000) ** (Decimal(-2) / 64)  # ω₁ para D = 64, com 40 algarismos
+for p in (10, 1_000, 100_000):
+    erros = {}
+    for dtype in (torch.float32, torch.float64):
+        omega = 10000.0 ** (-torch.arange(0, 64, 2, dtype=dtype) / 64)  # (D/2,), como na resposta-modelo
+        angulo = (p * omega[1]).item()
+        erros[dtype] = abs(Decimal(angulo) - p * omega_1)  # Decimal(float) é exato
+    print(f"p = {br(p, ',d'):>7}: erro do ângulo {br(erros[torch.float32], '.0e')} em float32, "
+          f"{br(erros[torch.float64], '.0e')} em float64")
+
+# %% [markdown]
+# Nos dois formatos o erro cresce com $p$ (não em linha reta: cada arredondamento cai mais perto ou
+# mais longe do valor exato). Em float64 ele continua desprezível para qualquer texto. Em float32 ele
+# já passa do arredondamento da própria tabela ($\approx 10^{-7}$ por valor, porque a tabela final é
+# float32) e, na posição 100.000, chega perto de $10^{-3}$: calcular os ângulos em float64 e converter
+# só no fim evita somar esse erro ao da tabela. Os testes vão até a posição 199, com tolerância
+# $10^{-4}$, e aceitam as duas versões.
+#
 # Daqui em diante as demonstrações usam as versões do pacote, `ref.*` (`transformer_course.positional`),
 # para que o notebook rode mesmo antes de você terminar os exercícios. Quando os testes passam, as
 # suas e as do pacote dão o mesmo resultado. (Como resposta, elas não valem: as verificações
@@ -380,9 +417,9 @@ M[1::2, 0::2], M[1::2, 1::2] = torch.diag(-s), torch.diag(c)
 
 # %% [markdown]
 # O erro é só o arredondamento do float32 da tabela. Uma consequência: o produto
-# escalar entre duas posições, $PE[p] \cdot PE[q] = \sum_i \cos((p-q)\,\omega_i)$, depende só da
-# distância $p - q$. A matriz de similaridade é constante ao longo de cada diagonal — compare com uma
-# tabela aprendida **antes do treino** (sorteada), que não tem estrutura nenhuma:
+# escalar entre duas posições da **tabela**, $PE[p] \cdot PE[q] = \sum_i \cos((p-q)\,\omega_i)$, depende
+# só da distância $p - q$. A matriz de similaridade é constante ao longo de cada diagonal — compare com
+# uma tabela aprendida **antes do treino** (sorteada), que não tem estrutura nenhuma:
 
 # %%
 T = 48
@@ -395,12 +432,47 @@ plots.similarity_figure(
 )
 
 # %% [markdown]
+# **Um cuidado: dentro da atenção, a distância não sobrevive às projeções.** A propriedade acima é da
+# tabela sozinha (e o cosseno é par: ela nem distingue "$k$ posições antes" de "$k$ depois"). Na
+# atenção, o score entre as posições $p$ e $q$ compara $x_p + PE_p$ projetado por $W_Q$ com
+# $x_q + PE_q$ projetado por $W_K$, e a conta se abre em quatro termos:
+#
+# $$(x_p + PE_p)\,W_Q W_K^\top (x_q + PE_q)^\top = x_p W_Q W_K^\top x_q^\top
+# + x_p W_Q W_K^\top PE_q^\top + PE_p W_Q W_K^\top x_q^\top + PE_p W_Q W_K^\top PE_q^\top .$$
+#
+# O termo só de posição, $PE_p W_Q W_K^\top PE_q^\top$, depende só de $p - q$ quando $W_Q W_K^\top$ é a
+# identidade — o caso da figura acima —, mas não para matrizes quaisquer; e os dois termos do meio
+# misturam o conteúdo com a posição **absoluta**. Yan et al. (2019, TENER) e Ke et al. (2021, TUPE)
+# apontaram exatamente isso: a distância só chega ao score na medida em que as projeções aprendidas a
+# preservarem. Com $W_Q$ e $W_K$ sorteadas, como no início do treino:
+
+# %%
+gen = seeded_generator(5)
+Wq_sorteada, Wk_sorteada = (torch.randn(64, 64, generator=gen) / 8 for _ in range(2))  # desvio 1/√D, D = 64
+tabela_tabela = senoidal @ senoidal.T  # (T, D) @ (D, T) -> (T, T)
+termo_posicao = senoidal @ Wq_sorteada @ Wk_sorteada.T @ senoidal.T  # (T, D) @ (D, D) @ (D, D) @ (D, T) -> (T, T)
+for nome, m in (("PE·PEᵀ", tabela_tabela), ("PE·W_Q·W_Kᵀ·PEᵀ", termo_posicao)):
+    relativo = toeplitz_deviation(m) / m.abs().max().item()
+    print(f"{nome:<17} maior variação ao longo de uma diagonal: {br(relativo, '.1g')} do maior |valor|")
+plots.similarity_figure(
+    {"PE·PEᵀ": tabela_tabela / tabela_tabela.abs().max(),
+     "PE·W_Q·W_Kᵀ·PEᵀ, W sorteadas": termo_posicao / termo_posicao.abs().max()},
+    title="O termo de posição do score, antes e depois das projeções", label="valor ÷ maior |valor|",
+)
+
+# %% [markdown]
+# Com as projeções, as diagonais deixam de ser constantes: o termo de posição passa a depender de onde
+# as duas posições estão, não só da distância. O treino pode aprender projeções que preservem a
+# distância, mas nada na arquitetura obriga. RoPE (seção 5) resolve isso girando $q$ e $k$ **depois**
+# das projeções: aí a posição entra no score só pela distância $m - n$.
+#
 # **E textos mais longos que os do treino?** Como a fórmula vale para qualquer $p$, Vaswani et al.
 # levantaram a hipótese de que a codificação senoidal permitiria ao modelo **extrapolar** para
 # sequências mais longas. Poder calcular $PE[p]$ não é o mesmo que o modelo saber usá-lo: Press,
 # Smith e Lewis (2022) mediram e, em modelagem de linguagem, a perplexidade dos modelos senoidais
 # **piora rapidamente** quando a sequência de teste passa do comprimento de treino $L$ (o mesmo vale,
-# em grau menor, para RoPE e para o viés relativo do T5). Na prática, a senoidal extrapola mal.
+# em grau menor, para RoPE e para o viés relativo do T5, de Raffel et al., 2020). Na prática, a
+# senoidal extrapola mal.
 # Voltaremos a isso com ALiBi, na seção 6.
 #
 # ### Exercício 3 — `SinusoidalPositionalEncoding` (3 pontos)
@@ -467,8 +539,8 @@ posicao = ref.SinusoidalPositionalEncoding(64, max_len=64, dropout=0.1).to(devic
 entrada = nn.Sequential(tokens_emb, posicao)
 lote_frases = torch.stack([ids_a, ids_b])  # (2, 5)
 print("forma da entrada:", tuple(entrada(lote_frases).shape))  # (2, 5) -> (2, 5, 64)
-print(f"norma média do conteúdo: {br(tokens_emb(lote_frases).norm(dim=-1).mean().item())} (√D = 8); "
-      f"da posição: {br(posicao.pe[:5].norm(dim=-1).mean().item())} (√(D/2) = {br(math.sqrt(32))})")
+print(f"norma média do conteúdo: {br(tokens_emb(lote_frases).norm(dim=-1).mean(), '.1f')} (√D = 8); "
+      f"da posição: {br(posicao.pe[:5].norm(dim=-1).mean(), '.1f')} (√(D/2) = {br(math.sqrt(32), '.1f')})")
 
 # %% [markdown]
 # ## 4. Codificação posicional aprendida
@@ -577,25 +649,26 @@ sum(p.numel() for p in posicoes_aprendidas.parameters())  # max_len × d_model p
 #
 # Escreva `apply_rope(x, positions=None, base=10000.0)`:
 #
-# - `x` tem forma $(\ldots, T, D)$ com $D$ par (qualquer número de eixos de lote: $(T, D)$,
-#   $(B, T, D)$, $(B, H, T, D)$); $D$ é a última dimensão de `x` — num modelo, a largura da
-#   cabeça $D_k$;
+# - `x` tem forma $(\ldots, T, D_k)$ com $D_k$ par (qualquer número de eixos de lote: $(T, D_k)$,
+#   $(B, T, D_k)$, $(B, H, T, D_k)$). **Neste exercício** a última dimensão é a largura da cabeça,
+#   $D_k$, e não o $D$ = `d_model` da legenda: RoPE age em cada cabeça separadamente (a função
+#   aceita qualquer largura par);
 # - gire cada par intercalado $(x_{2i}, x_{2i+1})$ pelo ângulo $p\,\theta_i$, com
-#   $\theta_i = \text{base}^{-2i/D}$;
+#   $\theta_i = \text{base}^{-2i/D_k}$;
 # - `positions` é `None` (posições $0 \ldots T-1$) ou um `LongTensor` 1-D com $T$ posições, não
 #   necessariamente em ordem (útil na geração, capítulo 7);
 # - calcule os ângulos no dtype de `x` (float64 entra, float64 sai, com precisão de float64) e no
 #   dispositivo de `x`; não modifique `x` no lugar;
 # - aceite `x` não contíguo (uma transposta, por exemplo: use fatiamento, `torch.stack` e `flatten`
 #   ou `reshape`, não `view`) e mantenha a saída ligada ao grafo de gradientes de `x`;
-# - $D$ ímpar, ou `positions` com comprimento diferente de $T$: `ValueError`.
+# - $D_k$ ímpar, ou `positions` com comprimento diferente de $T$: `ValueError`.
 #
 # Dica: `x[..., 0::2]` e `x[..., 1::2]` separam os pares; `torch.stack((a, b), dim=-1).flatten(-2)`
 # volta a intercalá-los. Quem preferir pode usar `torch.view_as_complex` e `torch.polar`.
 
 # %% nbgrader={"grade": false, "grade_id": "apply_rope", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def apply_rope(x, positions=None, base=10000.0):
-    """Gira cada par (x[2i], x[2i+1]) pelo ângulo p·θ_i: (..., T, D) -> (..., T, D)."""
+    """Gira cada par (x[2i], x[2i+1]) pelo ângulo p·θ_i: (..., T, Dk) -> (..., T, Dk)."""
     ### BEGIN SOLUTION
     seq_len, d = x.size(-2), x.size(-1)
     if d % 2 != 0:
@@ -607,12 +680,12 @@ def apply_rope(x, positions=None, base=10000.0):
             f"positions deve ter forma ({seq_len},), uma posição por linha de x; "
             f"recebi {tuple(positions.shape)}."
         )
-    theta = base ** (-torch.arange(0, d, 2, dtype=x.dtype, device=x.device) / d)  # (D/2,)
-    angles = positions.to(device=x.device, dtype=x.dtype).unsqueeze(-1) * theta  # (T, 1) * (D/2,) -> (T, D/2)
+    theta = base ** (-torch.arange(0, d, 2, dtype=x.dtype, device=x.device) / d)  # (Dk/2,)
+    angles = positions.to(device=x.device, dtype=x.dtype).unsqueeze(-1) * theta  # (T, 1)*(Dk/2,) -> (T, Dk/2)
     cos, sin = angles.cos(), angles.sin()
-    x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., T, D) -> (..., T, D/2) cada
+    x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., T, Dk) -> (..., T, Dk/2) cada
     rotated = torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)
-    return rotated.flatten(-2)  # (..., T, D/2, 2) -> (..., T, D)
+    return rotated.flatten(-2)  # (..., T, Dk/2, 2) -> (..., T, Dk)
     ### END SOLUTION
 
 
@@ -737,7 +810,7 @@ diferentes, iguais
 lado_a_lado = torch.stack([ref.alibi_slopes(12), ref.alibi_slopes_official(12)])  # (2, 12)
 print("h:                    ", "  ".join(f"{h:>6d}" for h in range(1, 13)))
 for nome, linha in zip(("curso, 2^(−8h/H):", "oficial (get_slopes):"), lado_a_lado):
-    print(f"{nome:<22}", "  ".join(br(m, 4) for m in linha.tolist()))
+    print(f"{nome:<22}", "  ".join(br(m, ".4f") for m in linha.tolist()))
 mesma_cabeca = torch.isclose(lado_a_lado[0], lado_a_lado[1]).sum().item()
 em_comum = torch.isclose(lado_a_lado[0][:, None], lado_a_lado[1][None, :]).any(dim=1).sum().item()
 print(f"cabeças com a mesma inclinação: {mesma_cabeca}; valores presentes nas duas listas: {em_comum}")
@@ -827,8 +900,8 @@ hidden_check("01_embeddings_posicao", "test_alibi_bias_hidden", globals())(alibi
 
 # %%
 vies_8 = ref.alibi_bias(8, 32)  # (H, T, T)
-print(f"cabeça 1, distância 31: {br(vies_8[0, 31, 0].item(), 2)}; "
-      f"cabeça 8, distância 31: {br(vies_8[7, 31, 0].item(), 4)}")
+print(f"cabeça 1, distância 31: {br(vies_8[0, 31, 0], '.2f')}; "
+      f"cabeça 8, distância 31: {br(vies_8[7, 31, 0], '.4f')}")
 plots.alibi_figure(ref.alibi_slopes(8), vies_8)
 
 # %% [markdown]
@@ -842,7 +915,7 @@ plots.alibi_figure(ref.alibi_slopes(8), vies_8)
 # senoidal, RoPE e viés do T5 piora à medida que o teste passa de $L$, enquanto a do ALiBi se mantém.
 # O resultado principal: um modelo de 1,3 bilhão de parâmetros treinado com $L = 1024$ e avaliado em
 # 2048 *tokens* alcança a perplexidade de um modelo senoidal treinado diretamente em 2048, treinando
-# 11 % mais rápido. BLOOM e MPT, por exemplo, adotaram ALiBi. Desde então, a família RoPE ganhou
+# 11% mais rápido. BLOOM e MPT, por exemplo, adotaram ALiBi. Desde então, a família RoPE ganhou
 # técnicas próprias para esticar o contexto (interpolação de posições, YaRN), que em geral exigem
 # algum ajuste fino.
 #
@@ -860,7 +933,7 @@ plots.alibi_figure(ref.alibi_slopes(8), vies_8)
 # | | senoidal | aprendida | RoPE | ALiBi |
 # |---|---|---|---|---|
 # | parâmetros | 0 | `max_len` × D | 0 | 0 |
-# | tipo de posição | absoluta (mas $PE[p] \cdot PE[q]$ depende só de $p - q$) | absoluta | relativa, no score | relativa, no score |
+# | tipo de posição | absoluta ($PE[p] \cdot PE[q]$ depende só de $p - q$, mas o score depois de $W_Q$ e $W_K$ não) | absoluta | relativa, no score | relativa, no score |
 # | onde age | soma ao embedding, uma vez | soma ao embedding, uma vez | gira $q$ e $k$ em cada camada | soma $-m_h\lvert i-j\rvert$ aos scores em cada camada |
 # | além do comprimento de treino | calcula-se, mas o modelo extrapola mal (Press et al., 2022) | impossível: não há linha | degrada sem ajuste; estende-se com interpolação | a perplexidade mais estável em Press et al., mas sem usar o contexto além de $L$ (Chi et al., 2023) |
 # | quem usa | *Transformer* original | BERT, GPT-2 | LLaMA, Mistral, GPT-NeoX | BLOOM, MPT |
@@ -880,8 +953,7 @@ plots.alibi_figure(ref.alibi_slopes(8), vies_8)
 # depende só da distância? O que acontece com a faixa rápida da senoidal quando $d_\text{model}$
 # cresce? Por que o painel da esquerda do ALiBi não muda com $d_\text{model}$?
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 from transformer_course.widgets import positional_widget
 
 positional_widget()
@@ -963,7 +1035,9 @@ positional_widget()
 #   o fator $\sqrt{d_\text{model}}$ acerta a escala do conteúdo contra a da posição, e só faz sentido
 #   junto com a inicialização $\mathcal{N}(0, 1/D)$ (a do tensor2tensor).
 # - Senoidal: $\sin/\cos(p\,\omega_i)$ com $\omega_i = 10000^{-2i/D}$; **o par 0 é o mais rápido**;
-#   valores em $[-1, 1]$; $PE[p+k] = M_k PE[p]$ (rotação); extrapola mal na prática.
+#   valores em $[-1, 1]$; $PE[p+k] = M_k PE[p]$ (rotação), e $PE[p] \cdot PE[q]$ depende só de $p - q$
+#   — mas o termo de posição do score, depois de $W_Q$ e $W_K$, em geral não (Yan et al., 2019;
+#   Ke et al., 2021); extrapola mal na prática.
 # - Aprendida: `max_len` × D parâmetros e um limite duro em `max_len`.
 # - RoPE: gira pares intercalados de $q$ e $k$ de cada cabeça por $p\,\theta_i$, com
 #   $\theta_i = \text{base}^{-2i/D_k}$; preserva normas; o score depende só de $m - n$. A convenção
@@ -981,7 +1055,15 @@ positional_widget()
 # - J. Su et al. (2021), *RoFormer: Enhanced Transformer with Rotary Position Embedding*, arXiv:2104.09864.
 # - O. Press, N. A. Smith, M. Lewis (2022), *Train Short, Test Long: Attention with Linear Biases Enables
 #   Input Length Extrapolation*, ICLR (arXiv:2108.12409, 2021).
-# - P. Shaw, J. Uszkoreit, A. Vaswani (2018), *Self-Attention with Relative Position Representations*, NAACL.
+# - P. Shaw, J. Uszkoreit, A. Vaswani (2018), *Self-Attention with Relative Position Representations*, NAACL
+#   — a primeira codificação relativa: vetores aprendidos por distância, somados às chaves e aos valores.
+# - C. Raffel et al. (2020), *Exploring the Limits of Transfer Learning with a Unified Text-to-Text
+#   Transformer*, JMLR 21 — o T5; seção 2.1, o viés relativo (um número por faixa de distância e por cabeça).
+# - H. Yan, B. Deng, X. Li, X. Qiu (2019), *TENER: Adapting Transformer Encoder for Named Entity
+#   Recognition*, arXiv:1911.04474 — a codificação senoidal perde a direção e, depois das projeções
+#   $W_Q$, $W_K$, a distância.
+# - G. Ke, D. He, T.-Y. Liu (2021), *Rethinking Positional Encoding in Language Pre-training*, ICLR — o TUPE:
+#   os termos conteúdo × posição do score, e posição separada do conteúdo.
 # - J. Devlin et al. (2019), *BERT*, NAACL; A. Radford et al. (2019), *Language Models are Unsupervised
 #   Multitask Learners* (GPT-2) — codificação posicional aprendida.
 # - tensor2tensor, o código dos autores do *Transformer* (github.com/tensorflow/tensor2tensor): em

@@ -28,10 +28,11 @@
 #
 # **Legenda de formas** (a mesma em todo o curso): B lote (*batch*), T comprimento da sequência,
 # D `d_model`, H cabeças, Dk = D/H, F `d_ff`, V vocabulário, S comprimento da fonte (atenção cruzada).
-# Neste capítulo: Tq comprimento das consultas, Tk comprimento das chaves, Dv largura dos valores.
+# Neste capítulo: Tq comprimento das consultas, Tk comprimento das chaves, Dv largura dos valores. E,
+# aqui, $V$ é a matriz dos **valores** (como $Q$ e $K$, a das consultas e a das chaves), não o
+# vocabulário da legenda — o vocabulário não aparece neste capítulo.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 # %matplotlib inline
 import math
 
@@ -42,6 +43,7 @@ from transformer_course.attention import attention_entropy as attention_entropy_
 from transformer_course.attention import scaled_dot_product_attention as attention_ref
 from transformer_course.checks import check_attention_entropy, check_scaled_dot_product_attention
 from transformer_course.experiments.ch02 import scaling_statistics, softmax_jacobian_norm
+from transformer_course.numbers import br, br_percent
 from transformer_course.runtime import get_device, seeded_generator
 
 torch.manual_seed(0)
@@ -51,15 +53,20 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device}")
 # %% [markdown]
 # ## 1. Por que atenção?
 #
-# Uma rede recorrente (RNN) lê a frase uma palavra por vez e carrega tudo o que leu em um único
-# vetor de estado. Isso cria três problemas: o treino não se paraleliza ao longo da sequência
-# (o passo $t$ espera o passo $t-1$); a frase inteira precisa caber num vetor de tamanho fixo;
-# e uma relação entre palavras distantes passa por muitos passos, diluindo-se no caminho.
+# Uma rede recorrente (RNN) lê a frase uma palavra por vez e carrega tudo o que leu em um vetor de
+# estado. Nos primeiros tradutores neurais, a frase de entrada inteira tinha de caber no último
+# estado do codificador, um vetor de tamanho fixo. A atenção nasceu para remover esse gargalo:
+# Bahdanau, Cho e Bengio (2015) deixaram o decodificador, a cada palavra gerada, consultar **todos**
+# os estados do codificador e tirar deles uma média ponderada. Mas a rede continuava recorrente, e
+# isso deixava dois problemas: o treino não se paraleliza ao longo da sequência (o passo $t$ espera o
+# passo $t-1$), e, dentro de uma mesma frase, a relação entre duas palavras distantes passa por
+# muitos passos, diluindo-se no caminho.
 #
 # Em "A gata que a menina adotou **dormiu** no sofá", quem dormiu foi a gata — cinco posições
-# antes do verbo, com quatro palavras no meio. A atenção resolve isso de outro jeito: **cada
-# posição olha diretamente para todas as outras** e decide quanto cada uma importa. O caminho entre quaisquer duas palavras
-# tem comprimento 1, e todas as posições são calculadas ao mesmo tempo.
+# antes do verbo, com quatro palavras no meio. A **autoatenção** (*self-attention*) do *Transformer*
+# tira a recorrência: **cada posição da frase olha diretamente para todas as outras** da mesma
+# frase e decide quanto cada uma importa. O caminho entre quaisquer duas palavras tem comprimento 1,
+# e todas as posições são calculadas ao mesmo tempo.
 
 # %% [markdown]
 # ## 2. Atenção como busca suave
@@ -105,8 +112,9 @@ plots.soft_lookup_bars(nomes, pesos, "Consulta “tigre”: quanto cada chave pe
 # - **chave** $k$ — como cada posição se anuncia ("sou um substantivo animado");
 # - **valor** $v$ — o que cada posição entrega a quem a escolher.
 #
-# Na autoatenção, as três são projeções aprendidas dos mesmos *embeddings* (capítulo 3); na atenção
-# cruzada, chaves e valores vêm de outra sequência. Aqui elas são dadas.
+# Na autoatenção, as três são projeções aprendidas dos mesmos vetores, os que entram na camada
+# (capítulo 3): na primeira camada, os *embeddings* com a posição; nas seguintes, a saída da camada
+# anterior. Na atenção cruzada, chaves e valores vêm de outra sequência. Aqui elas são dadas.
 
 # %% [markdown]
 # ## 3. A fórmula
@@ -205,16 +213,18 @@ output.shape, weights.shape, weights.sum(dim=-1)
 #
 # Dividir por $\sqrt{d_k}$ (o desvio padrão) devolve os scores à escala 1, qualquer que seja
 # $d_k$. Nessas mesmas hipóteses — $q$ e $k$ independentes, como no início do treino —, dividir por
-# $d_k$ encolheria demais: a variância seria $1/d_k$ e o softmax começaria quase uniforme para $d_k$
-# grande.
+# $d_k$ daria variância $1/d_k$: para $d_k$ grande, o softmax começaria quase uniforme.
 #
 # **Depois do treino, a hipótese cai.** Uma consulta aprende a se alinhar com as chaves que procura;
-# se $q$ e $k$ apontam para o mesmo lado, $q \cdot k$ cresce como $d_k$, não como $\sqrt{d_k}$. É
-# esse o argumento da parametrização μP (Yang et al., 2022, *Tensor Programs V*), que divide os
-# scores por $d_k$ **de propósito**, junto com outras regras de inicialização e de taxa de
-# aprendizado, para que os hiperparâmetros achados num modelo estreito sirvam num largo. $\sqrt{d_k}$ é
-# a escolha do artigo original e da maioria das implementações, justificada pela conta do início do
-# treino; $d_k$ é uma escolha defensável com outra justificativa.
+# se $q$ e $k$ apontam para o mesmo lado, $q \cdot k$ cresce como $d_k$, não como $\sqrt{d_k}$. O
+# divisor decide, então, **qual regime fica na escala 1 quando a largura cresce**: $\sqrt{d_k}$ normaliza os scores de vetores independentes (o início do treino); $d_k$, os
+# de vetores alinhados (o que o treino produz). A parametrização μP (Yang et al., 2022, *Tensor
+# Programs V*) escolhe $d_k$ **de propósito**, junto com outras regras de inicialização e de taxa de
+# aprendizado, para que os hiperparâmetros achados num modelo estreito sirvam num largo — e começar
+# quase uniforme não a incomoda: a biblioteca `mup`, dos autores, recomenda até inicializar $W_Q$ com
+# zeros, o que deixa todos os scores em 0 e a atenção **exatamente** uniforme no primeiro passo.
+# $\sqrt{d_k}$ é a escolha do artigo original e da maioria das implementações; $d_k$ é uma escolha
+# defensável, com outra justificativa.
 #
 # **O gradiente.** Para $p = \mathrm{softmax}(s)$, $\;\partial p_i / \partial s_j = p_i(\delta_{ij} - p_j)$.
 # Se $p$ é quase um vetor *one-hot*, todo termo é quase 0: o gradiente que chega a $Q$ e $K$
@@ -247,14 +257,10 @@ plots.scaling_figure(d_ks, stats, n_keys=16)
 # *saturado*). Os números da entropia:
 
 # %%
-def br(x):
-    """Duas casas, com vírgula decimal."""
-    return f"{x:.2f}".replace(".", ",")
-
-
-print(f"máximo ln 16 = {br(math.log(16))}; ln 16 − 1/2 = {br(math.log(16) - 0.5)}")
+print(f"máximo ln 16 = {br(math.log(16), '.2f')}; ln 16 − 1/2 = {br(math.log(16) - 0.5, '.2f')}")
 for nome, chave in (("com escala", "entropy_scaled"), ("sem escala", "entropy_raw")):
-    print(f"entropia {nome}, por d_k: " + "; ".join(f"{d_k}: {br(h)}" for d_k, h in zip(d_ks, stats[chave].tolist())))
+    print(f"entropia {nome}, por d_k: "
+          + "; ".join(f"{d_k}: {br(h, '.2f')}" for d_k, h in zip(d_ks, stats[chave].tolist())))
 
 # %% [markdown]
 # A entropia escalada fica na mesma faixa para todo $d_k$, entre a aproximação $\ln 16 - 1/2$ e o
@@ -269,9 +275,9 @@ k = torch.randn(512, 16, 512, generator=gen)
 s = (q @ k.transpose(-2, -1)).squeeze(-2)  # (N, 1, Dk) @ (N, Dk, 16) -> (N, 16)
 for nome, scores in (("sem escala", s), ("com escala", s / math.sqrt(512))):
     maior = scores.softmax(-1).max(dim=-1).values
-    jacobiano = f"{softmax_jacobian_norm(scores).mean():.3f}".replace(".", ",")
-    print(f"{nome}: maior peso médio {br(maior.mean().item())}; consultas com um peso > 0,99: "
-          f"{(maior > 0.99).float().mean():.0%}; ‖jacobiano‖ médio {jacobiano}")
+    jacobiano = softmax_jacobian_norm(scores).mean()
+    print(f"{nome}: maior peso médio {br(maior.mean(), '.2f')}; consultas com um peso > 0,99: "
+          f"{br_percent((maior > 0.99).float().mean(), 0)}; ‖jacobiano‖ médio {br(jacobiano, '.3f')}")
 
 # %% [markdown]
 # ## 5. Entropia da atenção
@@ -348,7 +354,8 @@ plots.attention_heatmap(pesos_frase, tokens, tokens, "Atenção com consultas es
 # com menos força: metade da atenção vai ao substantivo, o resto se espalha. E "gata" divide a
 # atenção igualmente entre "adotou" e "dormiu": as chaves que escrevemos para os dois verbos são
 # **idênticas**, e nenhuma consulta — numa cabeça ou em dez — separa dois vetores iguais. Num
-# modelo treinado, a chave de cada palavra sai de uma projeção do seu embedding e da sua posição,
+# modelo treinado, a chave de cada palavra sai de uma projeção do vetor dela (na primeira camada, o
+# embedding somado à posição; nas seguintes, o que as camadas anteriores produziram),
 # então "adotou" e "dormiu" já teriam chaves diferentes; várias cabeças (capítulo 3) deixam o modelo
 # comparar por vários critérios ao mesmo tempo.
 #
@@ -368,8 +375,7 @@ plots.attention_heatmap(pesos_frase, tokens, tokens, "Atenção com consultas es
 # sem escala vira "um quadrado claro por linha" (softmax saturado), enquanto o escalado não muda de
 # caráter.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 from transformer_course.widgets import dk_widget
 
 dk_widget()
@@ -390,7 +396,8 @@ dk_widget()
 # independência entre $q$ e $k$, que vale na inicialização; nela, dividir por $d_k$ daria variância
 # $1/d_k$ e o softmax começaria quase uniforme para $d_k$ grande. Depois do treino, $q$ e $k$ ficam
 # correlacionados e $q\cdot k$ pode crescer como $d_k$ — é por isso que a μP (Yang et al., 2022)
-# divide por $d_k$ de propósito. Sem divisão e com $d_k = 512$, o desvio dos scores é
+# divide por $d_k$ de propósito, e começa uniforme sem problema. O divisor escolhe qual regime fica
+# na escala 1 quando a largura cresce: vetores independentes ($\sqrt{d_k}$) ou alinhados ($d_k$). Sem divisão e com $d_k = 512$, o desvio dos scores é
 # $\sqrt{512} \approx 22{,}6$: o softmax satura (um peso perto de 1 e entropia perto de 0, como na
 # figura e na medida de perto) e o jacobiano $p_i(\delta_{ij}-p_j)$ fica perto de zero, então quase
 # nenhum gradiente chega a $W_Q$ e $W_K$ e o aprendizado da atenção trava.
@@ -438,7 +445,10 @@ dk_widget()
 # - A máscara booleana (True = pode atender) vira $-\infty$ antes do softmax: peso exatamente 0.
 # - Sem a divisão por $\sqrt{d_k}$, a variância dos scores cresce como $d_k$, o softmax satura, a
 #   entropia cai a 0 e o gradiente desaparece — medimos os três. A conta supõe $q$ e $k$
-#   independentes (o início do treino); a μP divide por $d_k$ porque, treinados, eles se alinham.
+#   independentes (o início do treino); a μP divide por $d_k$, a escala de $q$ e $k$ alinhados: o
+#   divisor escolhe qual regime fica na escala 1 quando a largura cresce.
+# - A atenção sobre redes recorrentes (Bahdanau et al., 2015) já tirava o gargalo do vetor de tamanho
+#   fixo; a autoatenção tira a recorrência: caminho de comprimento 1 e todas as posições em paralelo.
 # - A entropia $-\sum p \log p$ resume quão concentrada está a atenção de uma consulta.
 #
 # ## Para ir além
@@ -446,9 +456,11 @@ dk_widget()
 # - A. Vaswani et al. (2017), *Attention Is All You Need*, NeurIPS — seção 3.2 (a nota de rodapé 4 traz a
 #   conta da variância).
 # - D. Bahdanau, K. Cho, Y. Bengio (2015), *Neural Machine Translation by Jointly Learning to Align and
-#   Translate*, ICLR — a atenção aditiva, antes do *Transformer*.
+#   Translate*, ICLR — a atenção aditiva sobre uma rede recorrente, que tirou o gargalo do vetor de
+#   tamanho fixo, antes do *Transformer*.
 # - G. Yang et al. (2022), *Tensor Programs V: Tuning Large Neural Networks via Zero-Shot Hyperparameter
-#   Transfer*, arXiv:2203.03466 — a μP, com scores divididos por $d_k$.
+#   Transfer*, arXiv:2203.03466 — a μP, com scores divididos por $d_k$; o README da biblioteca `mup`
+#   (github.com/microsoft/mup) recomenda inicializar $W_Q$ com zeros.
 # - M.-T. Luong, H. Pham, C. D. Manning (2015), *Effective Approaches to Attention-based Neural Machine
 #   Translation*, EMNLP — atenção multiplicativa (produto escalar).
 # - Documentação de `torch.nn.functional.scaled_dot_product_attention`, o oráculo da correção.

@@ -21,7 +21,7 @@
 #    certas — e dizer por que um `view` sem `transpose` embaralha *tokens* e cabeças sem dar erro;
 # 3. mostrar que o número de parâmetros, $4\,d_{model}^2$ mais os vieses, não depende do número de cabeças;
 # 4. construir uma `MultiHeadAttention` com a mesma saída do `nn.MultiheadAttention` do PyTorch (em modo
-#    de treino, com o mesmo estado do gerador aleatório, até o *dropout* coincide) e traduzir as
+#    de treino na CPU, com o mesmo estado do gerador aleatório, até o *dropout* coincide) e traduzir as
 #    convenções de máscara entre as duas;
 # 5. ler mapas de atenção por cabeça.
 #
@@ -32,10 +32,10 @@
 #
 # **Legenda de formas** (a mesma em todo o curso): B lote (*batch*), T comprimento da sequência,
 # D `d_model`, H cabeças, Dk = D/H, F `d_ff`, V vocabulário, S comprimento da fonte (atenção cruzada).
-# Neste capítulo: Tq comprimento das consultas, Tk comprimento das chaves.
+# Neste capítulo: Tq comprimento das consultas, Tk comprimento das chaves; e $V$, como $Q$ e $K$, é uma
+# matriz (a dos valores), não o vocabulário da legenda.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 # %matplotlib inline
 import os
 
@@ -58,6 +58,7 @@ from transformer_course.interop import load_from_torch
 from transformer_course.multihead import MultiHeadAttention as MultiHeadAttentionRef
 from transformer_course.multihead import merge_heads as merge_heads_ref
 from transformer_course.multihead import split_heads as split_heads_ref
+from transformer_course.numbers import br_percent
 from transformer_course.runtime import get_device, seeded_generator
 
 torch.manual_seed(0)
@@ -70,38 +71,55 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device}")
 # No capítulo 2, na frase "A gata que a menina adotou dormiu no sofá", a consulta de "dormiu"
 # procurava duas coisas ao mesmo tempo — quem dormiu e onde — e dividiu os pesos entre "gata" e "sofá".
 # A saída da atenção é **uma média ponderada dos valores**: metade do vetor de "gata" mais metade do
-# vetor de "sofá", somados num único vetor. Depois da soma, não dá mais para saber qual parte veio de
-# quem.
+# vetor de "sofá", somados num único vetor. O que se perde nessa soma?
 #
-# Vejamos com valores escritos à mão, de quatro características (animal, pessoa, ação, lugar):
+# Os valores de "gata" e "sofá" usam características diferentes (animal, lugar), então a soma ainda
+# diz que havia um animal e um lugar. O que ela apaga é **de qual chave veio cada parte** — e isso
+# pesa quando a consulta procura duas palavras do mesmo tipo, em papéis diferentes. O verbo "adotou"
+# procura quem adotou (o agente) e quem foi adotado (o paciente). Nas chaves, escritas à mão, cada
+# palavra anuncia o seu papel; nos valores, o que ela é. Comparemos a frase com a sua troca de papéis,
+# "A menina que a gata adotou":
 
 # %%
-#                     animal pessoa ação lugar
-V_frase = torch.tensor([[1.0, 0.0, 0.0, 0.0],   # gata
-                        [0.0, 1.0, 0.0, 0.0],   # menina
-                        [0.0, 0.0, 0.0, 1.0]])  # sofá
-K_frase = V_frase.clone()                       # cada palavra se anuncia pelas suas características
-q_dormiu = 10.0 * torch.tensor([[1.0, 0.0, 0.0, 1.0]])  # "dormiu" procura um animal E um lugar
-saida_uma, pesos_uma = scaled_dot_product_attention(q_dormiu, K_frase, V_frase)
-pesos_uma, saida_uma
+#                         agente paciente  (o papel que cada palavra anuncia ao verbo)
+K_frase = torch.tensor([[0.0, 1.0],    # gata: foi adotada
+                        [1.0, 0.0]])   # menina: adotou
+K_trocada = K_frase.flip(0)            # "A menina que a gata adotou": as mesmas palavras, papéis trocados
+#                         animal pessoa    (o que cada palavra entrega)
+V_frase = torch.tensor([[1.0, 0.0],    # gata
+                        [0.0, 1.0]])   # menina
+q_adotou = 10.0 * torch.tensor([[1.0, 1.0]])  # "adotou" procura o agente E o paciente
+saida_uma, pesos_uma = scaled_dot_product_attention(q_adotou, K_frase, V_frase)
+saida_trocada, _ = scaled_dot_product_attention(q_adotou, K_trocada, V_frase)
+pesos_uma, saida_uma, saida_trocada
 
 # %% [markdown]
-# Uma cabeça: pesos ≈ 0,5 para "gata" e 0,5 para "sofá", e a saída é $[0{,}5;\ 0;\ 0;\ 0{,}5]$ — um
-# "meio animal, meio lugar". Agora duas cabeças, cada uma com a **sua** consulta: a primeira procura
-# o animal, a segunda o lugar. As saídas são **concatenadas**, não somadas:
+# Uma cabeça: pesos 0,5 e 0,5, e a saída é $[0{,}5;\ 0{,}5]$ — "meio animal, meio pessoa" — **a mesma**
+# nas duas frases, que dizem coisas opostas. Quem adotou quem estava nas chaves, e a soma apagou. Agora
+# duas cabeças, cada uma com a **sua** consulta: a primeira procura o agente, a segunda o paciente. As
+# saídas são **concatenadas**, não somadas:
 
 # %%
-q_cabeca1 = 10.0 * torch.tensor([[1.0, 0.0, 0.0, 0.0]])  # quem dormiu?
-q_cabeca2 = 10.0 * torch.tensor([[0.0, 0.0, 0.0, 1.0]])  # onde?
-saida1, _ = scaled_dot_product_attention(q_cabeca1, K_frase, V_frase)
-saida2, _ = scaled_dot_product_attention(q_cabeca2, K_frase, V_frase)
-torch.cat([saida1, saida2], dim=-1).round(decimals=2)  # (1, 4) e (1, 4) -> (1, 8)
+q_agente = 10.0 * torch.tensor([[1.0, 0.0]])    # cabeça 1: quem adotou?
+q_paciente = 10.0 * torch.tensor([[0.0, 1.0]])  # cabeça 2: quem foi adotado?
+
+
+def duas_cabecas(K):
+    """As saídas das duas cabeças, lado a lado: (1, 2) e (1, 2) -> (1, 4)."""
+    agente, _ = scaled_dot_product_attention(q_agente, K, V_frase)
+    paciente, _ = scaled_dot_product_attention(q_paciente, K, V_frase)
+    return torch.cat([agente, paciente], dim=-1)
+
+
+duas_cabecas(K_frase).round(decimals=2), duas_cabecas(K_trocada).round(decimals=2)
 
 # %% [markdown]
-# Com duas cabeças, "gata" ocupa as quatro primeiras colunas e "sofá" as quatro últimas: as duas
-# informações chegam separadas à camada seguinte. É essa a ideia da **atenção com múltiplas cabeças**
-# (*multi-head attention*): várias atenções em paralelo, cada uma com as suas projeções, olhando para
-# **subespaços** diferentes dos mesmos vetores.
+# Com duas cabeças, as duas frases dão vetores diferentes: as duas primeiras colunas dizem quem adotou
+# ("menina" na frase original, "gata" na trocada), as duas últimas quem foi adotado. Os papéis chegam
+# separados à camada seguinte. É essa a ideia da **atenção com múltiplas cabeças** (*multi-head
+# attention*): várias atenções em paralelo, cada uma com as suas projeções, olhando para **subespaços**
+# diferentes dos mesmos vetores. (A seção 7 mede o mesmo efeito numa tarefa treinada: com uma cabeça,
+# o vizinho anterior e o seguinte se somam, e a soma não diz qual é qual.)
 
 # %% [markdown]
 # ## 2. A fórmula
@@ -155,9 +173,54 @@ plots.head_split_figure(seq_len=4, d_model=8, n_heads=2)
 # %% [markdown]
 # Com `view` + `transpose`, cada cabeça tem os 4 *tokens*, cada um com as suas colunas (a cabeça 0 as
 # colunas 0–3, a cabeça 1 as colunas 4–7). Com o `view` direto, a "cabeça 0" recebe só os *tokens* 0 e 1,
-# cada um partido em duas "posições". A rede ainda treina — só que sobre uma sequência embaralhada:
-# nenhuma mensagem de erro, apenas um modelo pior. Por isso a correção compara com o PyTorch, e não só
-# as formas.
+# cada um partido em duas "posições", e a "cabeça 1" só os *tokens* 2 e 3. Nenhuma mensagem de erro — e
+# o estrago depende da máscara. Sem máscara, cada softmax compara pedaços de *tokens* que não deveria
+# (a cabeça 0 só enxerga o começo da frase; a cabeça 1, só o fim). Com a máscara **causal**
+# (capítulo 5), é pior: a "posição 0" da cabeça 1 é um pedaço do
+# *token* 2, e a junção das cabeças, mesmo feita certo, põe esse pedaço na saída da posição 0. O futuro
+# vaza para o passado. Vejamos de quais *tokens* da entrada depende a saída de cada posição, numa
+# autoatenção causal com $T = 6$ e $H = 2$ (pelas derivadas: a saída $t$ depende do *token* $j$ se
+# $\partial\,\text{saída}_t / \partial x_j \ne 0$):
+
+# %%
+T_bug, D_bug, H_bug = 6, 12, 2
+torch.manual_seed(0)
+mha_bug = MultiHeadAttentionRef(D_bug, H_bug)
+causal_bug = torch.ones(T_bug, T_bug, dtype=torch.bool).tril()  # True = pode atender
+x_bug = torch.randn(1, T_bug, D_bug, generator=seeded_generator(2))
+
+
+def separa_com_view(x, n_heads):
+    """O atalho errado: (B, T, D) -> (B, H, T, Dk) com `view` direto, sem `transpose`."""
+    B, T, D = x.shape
+    return x.view(B, n_heads, T, D // n_heads)
+
+
+def dependencias(separar):
+    """(T, T): a saída da posição t (linha) depende do *token* j (coluna)?"""
+
+    def autoatencao_causal(x):
+        Q, K, V = (separar(W(x), H_bug) for W in (mha_bug.W_Q, mha_bug.W_K, mha_bug.W_V))  # (B, H, T, Dk)
+        saida, _ = scaled_dot_product_attention(Q, K, V, causal_bug)
+        return mha_bug.W_O(merge_heads_ref(saida))  # junção certa: (B, H, T, Dk) -> (B, T, D)
+
+    J = torch.autograd.functional.jacobian(autoatencao_causal, x_bug)  # (1, T, D, 1, T, D)
+    return J[0, :, :, 0].abs().sum(dim=(1, 3)) > 0  # (T, D, T, D) -> (T, T)
+
+
+for nome, separar in (("certo (view + transpose)", split_heads_ref), ("errado (view direto)", separa_com_view)):
+    print(f"{nome}: ■ = depende do token")
+    for t, linha in enumerate(dependencias(separar).tolist()):
+        futuro = [j for j in range(t + 1, T_bug) if linha[j]]
+        aviso = f"   <- depende do futuro: tokens {futuro}" if futuro else ""
+        print(f"  saída {t}: " + " ".join("■" if d else "·" for d in linha) + aviso)
+
+# %% [markdown]
+# Com a separação certa, a saída da posição $t$ depende só dos *tokens* $0 \ldots t$ (o triângulo de
+# baixo). Com o `view` direto, várias posições dependem de *tokens* seguintes (as marcadas acima). Num
+# modelo de linguagem treinado assim, prever a próxima palavra fica mais fácil quando ela vaza para a
+# entrada: a perda de treino pode até **melhorar**, e o erro só aparece na geração, quando o futuro
+# ainda não existe. Por isso a correção compara com o PyTorch, e não só as formas.
 #
 # Juntar é o caminho inverso: `transpose(1, 2)` volta para $(B, T, H, D_k)$ e depois os dois últimos eixos
 # viram um só, $H \cdot D_k = D$. Depois de um `transpose` a memória não está mais em ordem
@@ -354,7 +417,15 @@ saida_nossa, pesos_nossos = nosso(consultas, memoria, memoria)
 # diferença que nenhuma semente apaga: o `nn.MultiheadAttention` devolve os pesos **depois** do
 # *dropout* (com zeros e valores reescalados por $1/(1-p)$), e o nosso módulo devolve os de **antes**,
 # que somam 1 em cada linha. Em modo de avaliação (`.eval()`) o *dropout* não age, e os pesos também
-# coincidem:
+# coincidem.
+#
+# **Na CPU.** A máscara só coincide porque o PyTorch, aqui, sorteia o *dropout* com o mesmo gerador e
+# na mesma ordem que o nosso `nn.Dropout`. Com `need_weights=False`, o `nn.MultiheadAttention` chama
+# `F.scaled_dot_product_attention` (é o que está em `torch/nn/functional.py`, na função
+# `multi_head_attention_forward`); na CPU, medimos abaixo, a máscara continua a mesma. Numa GPU, porém,
+# essa chamada usa kernels fundidos (FlashAttention, *memory-efficient*), que sorteiam a máscara de
+# *dropout* dentro do próprio kernel, com um gerador próprio: a mesma semente não dá a mesma máscara, e
+# só a comparação em modo de avaliação continua valendo.
 
 # %%
 torch_drop = nn.MultiheadAttention(d_model, n_heads, dropout=0.5, batch_first=True)  # modo de treino
@@ -364,11 +435,14 @@ with torch.no_grad():
     saida_t_treino, pesos_t_treino = torch_drop(consultas, memoria, memoria, average_attn_weights=False)
     torch.manual_seed(7)  # o mesmo estado do gerador: a mesma máscara de dropout
     saida_n_treino, pesos_n_treino = nosso_drop(consultas, memoria, memoria)
+    torch.manual_seed(7)
+    saida_t_sem_pesos, _ = torch_drop(consultas, memoria, memoria, need_weights=False)
     torch_drop.eval(), nosso_drop.eval()
     saida_t_eval, pesos_t_eval = torch_drop(consultas, memoria, memoria, average_attn_weights=False)
     saida_n_eval, pesos_n_eval = nosso_drop(consultas, memoria, memoria)
 {
     "treino, mesma semente, max |Δ| na saída": (saida_n_treino - saida_t_treino).abs().max().item(),
+    "treino, need_weights=False (CPU), max |Δ| na saída": (saida_n_treino - saida_t_sem_pesos).abs().max().item(),
     "treino, soma das linhas dos pesos (PyTorch)": [round(v, 2) for v in pesos_t_treino[0, 0].sum(-1).tolist()],
     "treino, soma das linhas dos pesos (nosso)": [round(v, 2) for v in pesos_n_treino[0, 0].sum(-1).tolist()],
     "eval, max |Δ| na saída": (saida_n_eval - saida_t_eval).abs().max().item(),
@@ -376,7 +450,8 @@ with torch.no_grad():
 }
 
 # %% [markdown]
-# Com a mesma semente, as saídas de treino coincidem até o arredondamento do float32. Os pesos não: no
+# Com a mesma semente, as saídas de treino coincidem até o arredondamento do float32 (nesta CPU, também
+# com `need_weights=False`). Os pesos não: no
 # PyTorch, as linhas em modo de treino não somam 1 (alguns pesos viraram zero, os outros foram
 # multiplicados por 2); as nossas somam. Em modo de avaliação, também os pesos coincidem.
 #
@@ -414,7 +489,20 @@ saida_pad, _ = torch_mha(x, x, x, key_padding_mask=~reais)   # True = padding
 
 # %% [markdown]
 # Passar a nossa máscara direto para o `attn_mask` não dá erro — e bloqueia exatamente as posições que
-# deveriam ser vistas. O capítulo 5 volta a esse assunto com calma.
+# deveriam ser vistas. Com a máscara causal há um sintoma visível: a última consulta pode ver **todas**
+# as chaves, e a sua linha inteira de True vira, no `attn_mask`, "todas bloqueadas". Sem nenhuma chave,
+# o softmax divide 0 por 0, e a saída dessa posição é NaN:
+
+# %%
+saida_errada, _ = torch_mha(x, x, x, attn_mask=pode)  # sem inverter: o PyTorch lê True = bloqueado
+saida_errada_sem_pesos, _ = torch_mha(x, x, x, attn_mask=pode, need_weights=False)
+saida_errada.isnan().any(dim=-1), saida_errada_sem_pesos[:, -1].abs().max().item()  # (B, T): NaN?; a última linha
+
+# %% [markdown]
+# A última posição de cada frase sai NaN; as outras saem sem erro nenhum, e erradas (cada consulta
+# atende só às chaves que deveria ignorar). Com `need_weights=False` o PyTorch faz a conta por outro
+# caminho e devolve zeros nessa linha, em vez de NaN (o segundo número acima) — um erro ainda mais
+# silencioso. O capítulo 5 volta às linhas totalmente mascaradas com calma.
 
 # %% [markdown]
 # ## 6. Os parâmetros não dependem de $H$
@@ -459,13 +547,12 @@ seq, alvos = neighbor_batch(NeighborConfig(), seeded_generator(0), batch_size=1)
 for rotulo, ids in (("sequência", seq[0]), ("anterior", alvos[0, :, 0]), ("seguinte", alvos[0, :, 1])):
     print(f"{rotulo:>9}:", " ".join(f"{VOCAB[i] if i >= 0 else '—':>7}" for i in ids.tolist()))
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 cfg = NeighborConfig()
 if os.environ.get("NBGRADER_EXECUTION"):  # na correção automática, sem treino (nada é avaliado aqui)
     cfg = NeighborConfig(steps=0)
 resultados = train_neighbor_models(divisors(cfg.d_model), cfg, device=device)
-{h: f"{r['accuracy']:.1%}" for h, r in resultados.items()}
+{h: br_percent(r["accuracy"]) for h, r in resultados.items()}
 
 # %%
 plots.heads_tradeoff_figure(resultados, cfg.d_model)
@@ -473,14 +560,14 @@ plots.heads_tradeoff_figure(resultados, cfg.d_model)
 # %% [markdown]
 # **Leitura da figura.** À esquerda, o mesmo número de parâmetros para todo $H$. À direita, a acurácia
 # (os números exatos estão na célula do treino, acima; variam um pouco de máquina para máquina, e os
-# testes do curso conferem, com o treino completo, que $H = 2$ passa de 97 %, $H = 4$ e $H = 8$ de
-# 95 %, e que $H = 1$ e $H = 16$ ficam abaixo de 80 %):
+# testes do curso conferem, com o treino completo, que $H = 2$ passa de 97%, $H = 4$ e $H = 8$ de
+# 95%, e que $H = 1$ e $H = 16$ ficam abaixo de 80%):
 #
 # - **$H = 1$** fica bem abaixo dos outros. A cabeça precisa olhar para dois lugares; se divide os pesos, a saída
 #   é a soma dos dois vizinhos, e uma soma é simétrica — "gata antes, sofá depois" e "sofá antes, gata
 #   depois" dão o mesmo vetor. É o problema da seção 1, medido.
 # - **$H = 2$ a $8$** acertam (quase) tudo: cada cabeça pode se dedicar a um vizinho.
-# - **$H = 16$** volta a errar, também abaixo de 80 %: com $d_k = 1$, o score de cada cabeça é o produto de **dois números**,
+# - **$H = 16$** volta a errar, também abaixo de 80%: com $d_k = 1$, o score de cada cabeça é o produto de **dois números**,
 #   $q_t \cdot k_s$, e o maior deles para uma consulta está sempre na chave de maior (ou de menor) $k_s$ —
 #   nenhuma cabeça consegue apontar para "a posição logo antes de mim". Cabeças finas demais têm
 #   pouca expressividade (Bhojanapalli et al., 2020, chamam isso de gargalo de posto baixo).
@@ -528,8 +615,7 @@ seguinte = pesos_1[0, 0, torch.arange(T_frase - 1), torch.arange(1, T_frase)]  #
 # Procure: em quantas cabeças aparece o padrão "anterior" e o "seguinte" quando $H = 4$ ou $8$? Com
 # $H = 16$, para onde olham as cabeças, já que não conseguem olhar para uma posição relativa?
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 from transformer_course.widgets import heads_widget
 
 heads_widget(SENTENCE, resultados, cfg)
@@ -548,10 +634,10 @@ heads_widget(SENTENCE, resultados, cfg)
 # diferentes, a média as soma num vetor só e a distinção se perde. Com $H$ cabeças, cada consulta tem
 # $H$ distribuições independentes, e as saídas são concatenadas em colunas separadas, sem se misturar.
 # O custo em parâmetros é o mesmo ($4d^2 + 4d$, as mesmas matrizes cortadas em fatias). Na tarefa dos
-# vizinhos, $H = 1$ ficou abaixo de 80 % e $H = 2$ a $8$ acima de 95 % (o aluno deve citar os números
+# vizinhos, $H = 1$ ficou abaixo de 80% e $H = 2$ a $8$ acima de 95% (o aluno deve citar os números
 # da sua execução). No extremo $H = d_{model}$, cada cabeça tem $d_k = 1$: o score é o produto de dois
 # números e a cabeça não consegue expressar padrões como "a posição anterior" (posto baixo); a
-# acurácia caiu de novo (abaixo de 80 % com $H = 16$). Há um
+# acurácia caiu de novo (abaixo de 80% com $H = 16$). Há um
 # equilíbrio: cabeças suficientes para várias relações, largas o bastante para expressá-las.
 #
 # **Rubrica (2 pontos).**
@@ -592,19 +678,24 @@ heads_widget(SENTENCE, resultados, cfg)
 # %% [markdown] nbgrader={"grade": true, "grade_id": "q_view_bug", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
 # **Resposta modelo.** `view` não move dados: relê a memória, que está em ordem (*token*, coluna), como se
-# fosse (cabeça, *token*, coluna). A "cabeça 0" recebe então os primeiros $T/H$ *tokens* inteiros, cada um
-# partido em $H$ "posições", em vez de todos os $T$ *tokens* com as colunas $0 \ldots D_k-1$; *tokens* e
-# cabeças se misturam. Nenhum erro aparece porque o número de elementos é o mesmo e a forma final
-# é a esperada; o modelo treina porque as camadas seguintes se adaptam a qualquer permutação fixa,
-# mas a atenção passa a comparar pedaços de *tokens* errados (e uma máscara causal ou de *padding* deixa
-# de corresponder aos *tokens*). Pega o problema um teste de **valores**, não de formas: comparar com uma
+# fosse (cabeça, *token*, coluna). A "cabeça 0" recebe então pedaços dos primeiros *tokens* — os $T/H$
+# primeiros inteiros, cada um partido em $H$ "posições", quando $H$ divide $T$; senão, um *token* fica
+# dividido entre duas cabeças —, em vez de todos os $T$ *tokens* com as colunas $0 \ldots D_k-1$.
+# Nenhum erro aparece porque o número de elementos é o mesmo e a forma final é a esperada. E não é uma
+# permutação fixa que as camadas seguintes possam desfazer: o erro muda **o que cada softmax compara**
+# — cada cabeça só vê pedaços de uma parte da frase, e compara pedaços de *tokens* com pedaços de
+# outros. O modelo treina (a perda cai), mas aprende outra coisa; uma máscara de *padding* deixa de
+# corresponder aos *tokens*, e com a máscara causal o futuro vaza para o passado (seção 3), o que pode
+# até melhorar a perda de treino e faz a geração falhar. Pega o problema um teste de **valores**, não de formas: comparar com uma
 # referência (o `nn.MultiheadAttention` com os mesmos pesos, ou a separação feita com fatias), ou um
 # tensor rotulado como o da figura (x[t, d] = 10·t + d) e conferir que cada linha de cada cabeça vem de
 # um único *token*.
 #
 # **Rubrica (2 pontos).**
 # - 1 ponto: explica que `view` reinterpreta a memória sem reordenar e que isso mistura *tokens* e
-#   cabeças, sem erro porque o total de elementos coincide.
+#   cabeças, sem erro porque o total de elementos coincide. Dizer que o modelo "se adapta porque é só
+#   uma permutação" perde meio ponto: cada softmax passa a comparar outros pedaços. Citar o vazamento
+#   do futuro com máscara causal não é obrigatório.
 # - 1 ponto: propõe um teste de valores (referência com pesos copiados, tensor rotulado, propriedade
 #   como equivariância a permutações). Zero neste item se o teste proposto só confere formas (o erro
 #   passa por ele).
@@ -618,11 +709,13 @@ heads_widget(SENTENCE, resultados, cfg)
 # - $\mathrm{head}_i = \mathrm{Attention}(QW_i^Q, KW_i^K, VW_i^V)$; na prática, uma `nn.Linear(D, D)` por
 #   projeção e as cabeças são fatias de $D_k = D/H$ colunas.
 # - Separar: `view(B, T, H, Dk).transpose(1, 2)`; juntar: `transpose(1, 2).reshape(B, T, D)`. Um `view`
-#   sem `transpose` não dá erro e embaralha *tokens* e cabeças.
+#   sem `transpose` não dá erro e embaralha *tokens* e cabeças; com máscara causal, o futuro vaza.
 # - Parâmetros: $4D^2 + 4D$, para qualquer $H$. Cabeças finas demais ($d_k = 1$) perdem expressividade.
-# - Com os pesos copiados, o nosso módulo é igual ao `nn.MultiheadAttention` (em modo de treino, com
-#   o mesmo estado do gerador), desde que as máscaras sejam traduzidas: no curso True = pode
-#   atender; no `attn_mask` booleano True = bloqueado; no `key_padding_mask` True = *padding*. (Em modo
+# - Com os pesos copiados, o nosso módulo é igual ao `nn.MultiheadAttention` (em modo de treino na CPU,
+#   com o mesmo estado do gerador; numa GPU, com `need_weights=False`, o *dropout* dos kernels fundidos
+#   sorteia outra máscara), desde que as máscaras sejam traduzidas: no curso True = pode
+#   atender; no `attn_mask` booleano True = bloqueado (a nossa máscara causal passada sem inverter
+#   deixa a última linha em NaN); no `key_padding_mask` True = *padding*. (Em modo
 #   de treino, o PyTorch devolve os pesos depois do *dropout*; o nosso módulo, os de antes.)
 #
 # ## Para ir além

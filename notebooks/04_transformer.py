@@ -17,7 +17,8 @@
 # **Objetivos.** Ao fim deste capítulo você vai saber:
 #
 # 1. escrever a rede *feed-forward* aplicada posição a posição (*position-wise feed-forward network*, FFN)
-#    e explicar por que $d_{ff} \gg d_{model}$, por que GELU e o que os modelos recentes usam no lugar;
+#    e explicar por que $d_{ff} > d_{model}$ (tipicamente $4\times$), por que GELU e o que os modelos
+#    recentes usam no lugar;
 # 2. explicar o papel das conexões residuais (*residual connections*) e da normalização de camada
 #    (*layer normalization*, LayerNorm);
 # 3. montar a camada do codificador (*encoder layer*) nos dois arranjos, Post-LN (o artigo de 2017) e
@@ -35,9 +36,9 @@
 #
 # **Legenda de formas** (a mesma em todo o curso): B lote (*batch*), T comprimento da sequência,
 # D `d_model`, H cabeças, Dk = D/H, F `d_ff`, V vocabulário, S comprimento da fonte (atenção cruzada).
+# Neste capítulo, $V$ (como em "Q, K e V") é a matriz dos valores, não o vocabulário.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 # %matplotlib inline
 import os
 
@@ -55,6 +56,7 @@ from transformer_course.layers import FeedForward as FeedForwardRef
 from transformer_course.layers import TransformerClassifier
 from transformer_course.masks import causal_mask, padding_mask
 from transformer_course.multihead import MultiHeadAttention
+from transformer_course.numbers import br
 from transformer_course.runtime import get_device, seeded_generator
 
 torch.manual_seed(0)
@@ -93,8 +95,8 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device}")
 # como no código (`x @ W`). O `nn.Linear` guarda a transposta: `linear1.weight` tem forma
 # $(d_{ff}, d_{model})$ e calcula `x @ weight.T + bias`.
 #
-# - **Por que $d_{ff} \gg d_{model}$?** O artigo original usa $d_{model} = 512$ e $d_{ff} = 2048$
-#   ($4\times$). A camada do meio, larga, é onde a rede tem espaço para combinações não lineares
+# - **Por que $d_{ff} > d_{model}$ (tipicamente $4\times$)?** O artigo original usa $d_{model} = 512$ e
+#   $d_{ff} = 2048$ ($4\times$). A camada do meio, larga, é onde a rede tem espaço para combinações não lineares
 #   das características de cada *token*; e é ali que fica a maior parte dos parâmetros de uma
 #   camada do codificador (a conta abaixo; no modelo inteiro, as *embeddings* e, no decodificador,
 #   a atenção cruzada também pesam). Uma leitura útil (Geva et al., 2021): cada coluna de $W_1$ funciona como uma
@@ -105,12 +107,15 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device}")
 # - **Por que GELU?** O artigo de 2017 usa ReLU, $\max(0, x)$. O GPT (2018), o BERT e o GPT-2 usam a
 #   GELU (*Gaussian Error Linear Unit*, Hendrycks e Gimpel, 2016), $\mathrm{GELU}(x) = x\,\Phi(x)$, com
 #   $\Phi$ a função de distribuição da normal padrão: uma versão suave da ReLU, com derivada contínua
-#   e um pequeno vale negativo. Os três usam, na verdade, a **aproximação por tanh**,
-#   $0{,}5\,x\,(1 + \tanh[\sqrt{2/\pi}\,(x + 0{,}044715\,x^3)])$, do próprio artigo da GELU.
-#   Neste curso pedimos a GELU **exata** (`F.gelu`, com a função erro), a do `activation="gelu"` do
-#   PyTorch, que é o gabarito da correção; por isso a verificação acusa a versão tanh — não porque
-#   ela seja errada (é a do BERT), mas porque difere do gabarito (a diferença máxima está na célula
-#   abaixo da figura). O padrão do `nn.TransformerEncoderLayer`, aliás, é `activation="relu"`.
+#   e um pequeno vale negativo. Os três não calculam $\Phi$ do mesmo jeito. O GPT e o GPT-2 usam a
+#   **aproximação por tanh**, $0{,}5\,x\,(1 + \tanh[\sqrt{2/\pi}\,(x + 0{,}044715\,x^3)])$, do próprio
+#   artigo da GELU. O código do BERT foi publicado, em 2018, com a GELU **exata**, pela função erro; o repositório
+#   do Google só trocou para a tanh em fevereiro de 2019 (no *commit* "Adding TF Hub support"), e a
+#   versão do BERT na biblioteca `transformers` do Hugging Face (`hidden_act="gelu"`) continua exata.
+#   Neste curso pedimos a GELU exata (`F.gelu`), a do `activation="gelu"` do PyTorch, que é o gabarito
+#   da correção; por isso a verificação acusa a versão tanh — não porque ela seja errada (é a do
+#   GPT-2), mas porque difere do gabarito (a diferença máxima está na célula abaixo da figura). O
+#   padrão do `nn.TransformerEncoderLayer`, aliás, é `activation="relu"`.
 # - **E depois da GELU?** Muitos modelos recentes trocaram a FFN por uma variante com "porta"
 #   (*gated linear unit*, GLU; Shazeer, 2020): a SwiGLU,
 #   $\big(\mathrm{Swish}(xW_1) \odot xV\big)W_2$, com três matrizes em vez de duas, é a FFN do PaLM,
@@ -222,8 +227,10 @@ x = 3 * torch.randn(2, 4, 8, generator=gen) + 1
 ln = nn.LayerNorm(8)
 mu = x.mean(dim=-1, keepdim=True)
 var = x.var(dim=-1, unbiased=False, keepdim=True)
-a_mao = (x - mu) / torch.sqrt(var + ln.eps) * ln.weight + ln.bias
-(a_mao - ln(x)).abs().max().item(), ln(x).mean(-1)[0], ln(x).std(-1, unbiased=False)[0]
+with torch.no_grad():  # só medimos: sem grafo de gradientes nos tensores mostrados
+    a_mao = (x - mu) / torch.sqrt(var + ln.eps) * ln.weight + ln.bias
+    y = ln(x)
+(a_mao - y).abs().max().item(), y.mean(-1)[0], y.std(-1, unbiased=False)[0]  # média 0 e desvio 1 por posição
 
 # %% [markdown]
 # ## 4. A camada do codificador: Post-LN e Pre-LN
@@ -261,6 +268,9 @@ a_mao = (x - mu) / torch.sqrt(var + ln.eps) * ln.weight + ln.bias
 #   erro no exercício 1 não derrube os exercícios 2 e 3 (quando a sua passa nos testes, as duas
 #   dão o mesmo resultado).
 #
+# - Lembrete do capítulo 3: uma `MultiHeadAttention` é chamada como `attn(query, key, value, mask)` e
+#   devolve a tupla `(output, weights)`, com `output` $(B, T_q, D)$ e `weights` $(B, H, T_q, T_k)$; na
+#   autoatenção, `query`, `key` e `value` são o mesmo tensor (`help(MultiHeadAttention)` mostra o resto).
 # - `norm_first=True` é Pre-LN; `False`, Post-LN. `norm1` acompanha a atenção, `norm2` a FFN.
 # - `mask` é booleana, **True = pode atender**, e vai como está para `self_attn` (que aceita
 #   $(T, T)$, $(B, T, T)$ ou $(B, 1, 1, T)$ / $(B, 1, T, T)$).
@@ -350,12 +360,12 @@ diferencas
 #
 # Xiong et al. (2020) mostraram, com uma análise de campo médio (*mean field*) e hipóteses
 # simplificadoras, que **na inicialização** o gradiente dos parâmetros da última camada se comporta
-# de modo diferente nos dois arranjos. O teorema 1 do artigo limita a norma do gradiente de $W^2$
-# (a segunda linear da FFN) da última camada: no Post-LN, por $O(d\sqrt{\ln d})$, um limite que
-# **não depende** da profundidade $L$ — os gradientes perto da saída são grandes; no Pre-LN, por
-# $O(d\sqrt{\ln d / L})$, que **encolhe** com $L$. O motivo, no Pre-LN, é o fluxo residual: as camadas só
-# somam, a norma de $x$ cresce com a profundidade, e a LayerNorm final divide o gradiente por essa
-# norma.
+# de modo diferente nos dois arranjos. O teorema 1 do artigo dá um **limite superior** para a norma do
+# gradiente de $W^2$ (a segunda linear da FFN) da última camada: no Post-LN, $O(d\sqrt{\ln d})$, um teto
+# que **não depende** da profundidade $L$; no Pre-LN, $O(d\sqrt{\ln d / L})$, um teto que **encolhe**
+# com $L$. Um teto não diz que o gradiente é grande, nem que é constante: diz só até onde ele pode ir.
+# No Pre-LN, o motivo de o teto descer é o fluxo residual: as camadas só somam, a norma de $x$ cresce
+# com a profundidade, e a LayerNorm final divide o gradiente por essa norma.
 #
 # Vamos medir isso. Para cada profundidade de 1 a 12, montamos uma pilha de camadas do codificador
 # com pesos de Xavier, entradas aleatórias, uma leitura linear e a entropia cruzada contra alvos
@@ -372,19 +382,19 @@ plots.gradient_profile_figure(resultados, depth=12)
 # camada a camada, porém, **não** são os do artigo. Na figura 3 de Xiong et al., também na
 # inicialização, o gradiente do Post-LN **cresce** da entrada para a saída, e o do Pre-LN fica
 # praticamente igual em todas as camadas. No nosso modelo pequeno, o do Post-LN **não** cresce em
-# direção à saída (cai um pouco), e o do Pre-LN **diminui** da entrada para a saída, a menos da
+# direção à saída (cai um pouco), e o do Pre-LN **cai** da entrada para a saída, para menos da
 # metade (os números estão na célula abaixo). O experimento do artigo é um modelo de tradução
 # de verdade; o nosso difere em quase tudo — largura ($d_{model} = 64$), comprimento, dados
 # aleatórios, alvos sorteados, inicialização, só o codificador — e não isolamos qual dessas
-# diferenças muda o perfil. O que o teorema afirma, e o que vale aqui também, é a comparação na
-# última camada (a próxima figura). Um perfil parecido com o nosso Pre-LN, com as camadas perto da
+# diferenças muda o perfil. O que o teorema trata é a última camada, e é ela que comparamos a seguir
+# (a próxima figura). Um perfil parecido com o nosso Pre-LN, com as camadas perto da
 # entrada recebendo gradientes maiores, foi medido por Shleifer et al. (2021, NormFormer) — mas
 # **durante o pré-treino**, não na inicialização.
 
 # %%
 print("norma do gradiente de W² em cada camada, da 1 (entrada) à 12 (saída):")
 for nf in (False, True):
-    print(f"{'Pre-LN' if nf else 'Post-LN':>8}:", " ".join(f"{v:.2f}" for v in resultados[(nf, 12)].tolist()))
+    print(f"{'Pre-LN' if nf else 'Post-LN':>8}:", " ".join(br(v, ".2f") for v in resultados[(nf, 12)].tolist()))
 
 # %% [markdown]
 # Agora a camada perto da saída, para cada profundidade:
@@ -401,9 +411,10 @@ ultima["√12 (a queda de um limite 1/√L)"] = round(12**0.5, 2)
 ultima
 
 # %% [markdown]
-# Como o teorema prevê: no Post-LN o gradiente da última camada fica praticamente no mesmo
-# patamar de 1 a 12 camadas, e no Pre-LN ele cai com a profundidade (compare a queda medida com
-# $\sqrt{12}$: o teorema dá limites de ordem de grandeza, não a curva exata).
+# Compatível com o teorema: no Post-LN o gradiente da última camada fica praticamente no mesmo
+# patamar de 1 a 12 camadas (abaixo de um teto que não desce), e no Pre-LN ele cai com a
+# profundidade, como o teto (compare a queda medida com $\sqrt{12}$: o teorema dá limites de ordem
+# de grandeza, não a curva exata).
 # A causa, no Pre-LN, aparece se medirmos a norma de $x$ ao longo da pilha:
 
 # %%
@@ -416,10 +427,15 @@ plots.residual_norm_figure(normas)
 # grande sobre eles desestabiliza o treino; o aquecimento (começar com taxa pequena e subir aos
 # poucos, capítulo 6) contorna isso. No Pre-LN os gradientes já nascem comportados, e nos
 # experimentos do artigo (tradução e BERT) o Pre-LN **sem** *warm-up* chegou a resultados
-# comparáveis aos do Post-LN com *warm-up*, treinando em menos tempo. Duas ressalvas honestas:
-# isso é o que eles mediram nos seus modelos, não uma lei; e há trabalhos posteriores mostrando
-# que o Post-LN, quando consegue treinar, às vezes chega a um resultado final melhor (Liu et al.,
-# 2020), e que o Pre-LN tem os seus próprios desequilíbrios entre camadas (Shleifer et al., 2021).
+# comparáveis aos do Post-LN com *warm-up*, treinando em menos tempo. Três ressalvas honestas.
+# Primeiro, isso é o que eles mediram nos seus modelos, não uma lei. Segundo, a própria explicação é
+# contestada: Liu et al. (2020) mostram que corrigir só o desequilíbrio dos gradientes não estabiliza o
+# Post-LN, e concluem que ele não é a causa de fundo da instabilidade; a causa, para eles, é uma
+# **amplificação** — cada camada Post-LN depende muito do seu ramo residual (*residual branch*, o
+# $f(x)$ da soma $x + f(x)$), e isso transforma pequenas
+# mudanças nos parâmetros (os passos do treino) em grandes mudanças na saída. Os mesmos autores
+# mostram que o Post-LN, quando consegue treinar, às vezes chega a um resultado final melhor. Terceiro,
+# o Pre-LN tem os seus próprios desequilíbrios entre camadas (Shleifer et al., 2021).
 # Na prática atual, a maioria dos modelos usa Pre-LN **e** ainda usa um *warm-up* curto.
 #
 # ### Explore: arranjo e profundidade
@@ -429,8 +445,7 @@ plots.residual_norm_figure(normas)
 # profundidade, com a profundidade escolhida marcada. Tudo foi calculado uma vez, acima: o
 # controle só redesenha.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 from transformer_course.widgets import ln_gradient_widget
 
 ln_gradient_widget(resultados)
@@ -476,7 +491,9 @@ ln_gradient_widget(resultados)
 # `forward(x, memory, tgt_mask=None, memory_mask=None)` devolve `(x, self_weights, cross_weights)`.
 # `x` é $(B, T, D)$ e `memory` $(B, S, D)$, com $T \ne S$ em geral.
 #
-# - As duas atenções são `MultiHeadAttention(d_model, n_heads, dropout)` (passe o `dropout`);
+# - As duas atenções são `MultiHeadAttention(d_model, n_heads, dropout)` (passe o `dropout`), chamadas
+#   como no exercício 2, `attn(query, key, value, mask)` → `(output, weights)`: na atenção cruzada,
+#   `query` vem do decodificador e `key` e `value` são a memória;
 #   `norm_first` e o *dropout* na saída de cada subcamada seguem o exercício 2.
 # - `tgt_mask` vai como está para `self_attn` ($(T, T)$, $(B, T, T)$ ou $(B, 1, T, T)$) e
 #   `memory_mask` para `cross_attn` (por exemplo o *padding* da fonte, $(B, 1, 1, S)$); as duas são
@@ -638,7 +655,7 @@ with torch.no_grad():
 # ### BEGIN SOLUTION
 # **Resposta modelo.** A autoatenção do decodificador só mistura posições da própria sequência de
 # saída (o inglês já gerado); ela não tem acesso à frase em português. A atenção cruzada é a única
-# ponte: Q vem do decodificador (cada palavra sendo gerada pergunta "o que da frase de origem me
+# ponte: Q vem do decodificador (cada palavra sendo gerada procura "o que da frase de origem me
 # interessa agora?"), e K e V vêm da memória, a saída do codificador sobre a frase de origem. Os
 # pesos têm forma $(B, H, T, S)$: uma linha $t$ é uma distribuição sobre as $S$ posições da origem —
 # um "alinhamento" suave entre a palavra $t$ da tradução e as palavras do português (por exemplo,
@@ -661,9 +678,10 @@ with torch.no_grad():
 # %% [markdown] nbgrader={"grade": true, "grade_id": "q_preln", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
 # **Resposta modelo.** No Post-LN, o gradiente de $W^2$ da última camada fica no mesmo patamar para
-# 1 a 12 camadas (o maior valor fica menos de 40 % acima do menor, o que os testes do curso conferem);
-# no Pre-LN ele cai com a profundidade (a 12 camadas, menos da metade do valor com uma), como o
-# limite do teorema de Xiong et al., $O(d\sqrt{\ln d / L})$, sugere. A figura do fluxo
+# 1 a 12 camadas (o maior valor fica menos de 40% acima do menor, o que os testes do curso conferem);
+# no Pre-LN ele cai com a profundidade (a 12 camadas, menos da metade do valor com uma), compatível
+# com o limite superior do teorema de Xiong et al., $O(d\sqrt{\ln d / L})$ (um teto, não uma previsão
+# da curva). A figura do fluxo
 # residual mostra a causa: no Post-LN a norma de $x$ é renormalizada a cada subcamada (fica
 # constante), enquanto no Pre-LN as camadas só somam e a norma cresce com a profundidade; a
 # LayerNorm final divide o gradiente por essa norma, então cada camada recebe um gradiente menor.
@@ -672,13 +690,16 @@ with torch.no_grad():
 # treino — o aquecimento evita isso; no Pre-LN o artigo conseguiu treinar sem aquecimento. Cuidado:
 # é uma medida na inicialização (não diz nada sobre o meio do treino), num modelo pequeno, e com
 # otimizadores adaptativos como Adam a escala do gradiente não é toda a história; o próprio artigo
-# mostra resultados experimentais, não uma garantia, e na prática ainda se usa *warm-up* com Pre-LN.
+# mostra resultados experimentais, não uma garantia; Liu et al. (2020) atribuem a instabilidade do
+# Post-LN a outra causa (a amplificação pelo ramo residual, não o desequilíbrio dos gradientes); e na
+# prática ainda se usa *warm-up* com Pre-LN.
 #
 # **Rubrica (2 pontos).**
 # - 1 ponto: descreve corretamente as duas curvas (Post-LN estável com L, Pre-LN caindo) e liga a
 #   queda do Pre-LN ao crescimento de ‖x‖ com a LayerNorm final. Meio ponto sem a explicação.
 # - 1 ponto: conclusão sobre *warm-up* (Post-LN precisa mais dele; Pre-LN tolera menos ou nenhum)
-#   **com** ao menos uma ressalva (só inicialização, modelo pequeno, Adam, resultado experimental).
+#   **com** ao menos uma ressalva (só inicialização, modelo pequeno, Adam, resultado experimental,
+#   a explicação alternativa de Liu et al.).
 #   Meio ponto se a conclusão vier sem ressalva.
 # ### END SOLUTION
 
@@ -687,7 +708,7 @@ with torch.no_grad():
 #
 # - Uma camada do *Transformer* alterna **comunicação** (atenção) e **processamento por posição**
 #   (FFN); cada subcamada vem com conexão residual e LayerNorm.
-# - FFN: $\mathrm{GELU}(xW_1 + b_1)\,W_2 + b_2$, com $d_{ff} = 4\,d_{model}$ tipicamente; cerca de
+# - FFN: $\mathrm{GELU}(xW_1 + b_1)\,W_2 + b_2$, com $d_{ff} > d_{model}$ ($4\,d_{model}$ tipicamente); cerca de
 #   dois terços dos parâmetros da camada do codificador. Muitos modelos recentes usam a SwiGLU (Shazeer, 2020).
 #   *Dropout* uma vez por tensor: nos pesos de atenção, entre a GELU e $W_2$, e na saída de cada
 #   subcamada antes da soma residual.
@@ -695,8 +716,9 @@ with torch.no_grad():
 #   normaliza cada posição sobre as $D$ características.
 # - Post-LN: $\mathrm{LN}(x + f(x))$; Pre-LN: $x + f(\mathrm{LN}(x))$ e uma LayerNorm final. Na
 #   inicialização, o gradiente da última camada do Post-LN não encolhe com a profundidade e o do
-#   Pre-LN encolhe (Xiong et al., 2020): medimos as duas coisas. O perfil camada a camada do nosso
-#   modelo pequeno difere da figura 3 do artigo.
+#   Pre-LN encolhe: medimos as duas coisas, compatíveis com os limites superiores de Xiong et al.
+#   (2020). O perfil camada a camada do nosso modelo pequeno difere da figura 3 do artigo. Se o
+#   desequilíbrio dos gradientes explica a instabilidade do Post-LN é contestado (Liu et al., 2020).
 # - Decodificador: autoatenção mascarada (Q, K, V do alvo), atenção cruzada (Q do alvo, K e V da
 #   memória; pesos $(B, H, T, S)$) e FFN.
 # - Nossas camadas, com os pesos de `nn.TransformerEncoderLayer`/`nn.TransformerDecoderLayer`
@@ -710,12 +732,17 @@ with torch.no_grad():
 # - K. He, X. Zhang, S. Ren, J. Sun (2016), *Deep Residual Learning for Image Recognition*, CVPR.
 # - J. L. Ba, J. R. Kiros, G. E. Hinton (2016), *Layer Normalization*, arXiv:1607.06450.
 # - D. Hendrycks, K. Gimpel (2016), *Gaussian Error Linear Units (GELUs)*, arXiv:1606.08415.
+# - A GELU nos códigos de referência: `modeling.py` do BERT (github.com/google-research/bert; exata com
+#   `tf.erf` até o *commit* "Adding TF Hub support", de fevereiro de 2019, e tanh depois), `model.py` do
+#   GPT-2 (github.com/openai/gpt-2, tanh) e `activations.py` da biblioteca `transformers` (`"gelu"`
+#   exata, `"gelu_new"` tanh).
 # - Q. Wang et al. (2019), *Learning Deep Transformer Models for Machine Translation*, ACL — Pre-LN
 #   para pilhas profundas.
 # - R. Xiong et al. (2020), *On Layer Normalization in the Transformer Architecture*, ICML — o
 #   teorema e os experimentos da seção 5.
-# - L. Liu et al. (2020), *Understanding the Difficulty of Training Transformers*, EMNLP — por que o
-#   Post-LN é instável e como treiná-lo (Admin).
+# - L. Liu et al. (2020), *Understanding the Difficulty of Training Transformers*, EMNLP — o
+#   desequilíbrio dos gradientes não é a causa de fundo da instabilidade do Post-LN; a amplificação
+#   pelo ramo residual é; e como treiná-lo (Admin).
 # - S. Shleifer, J. Weston, M. Ott (2021), *NormFormer: Improved Transformer Pretraining with Extra
 #   Normalization*, arXiv:2110.09456 — os desequilíbrios de gradiente do Pre-LN, medidos durante o
 #   pré-treino.

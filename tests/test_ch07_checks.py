@@ -11,6 +11,8 @@ from torch.nn import functional as F
 from transformer_course.checks import ch07 as checks
 from transformer_course.costs import attention_cost, kaplan_loss
 from transformer_course.generation import generate
+from transformer_course.instructor.judge import seed_offset
+from transformer_course.probe import LocalStudent, judging
 
 # ---------------------------------------------------------------- generate: variantes
 
@@ -44,6 +46,10 @@ def _gen(
             logits = model(ctx)[:, position, :]
             if temperature == 0 and zero == "argmax":
                 nxt = logits.argmax(-1, keepdim=True)
+            elif temperature == 0 and zero == "batch_axis":
+                nxt = logits.argmax(0, keepdim=True)
+            elif temperature == 0 and zero == "broken":
+                nxt = logits.argmax(-1, keepdim=True)[:, :, 0]
             else:
                 if temp == "div":
                     logits = logits / temperature
@@ -52,10 +58,16 @@ def _gen(
                 if top_k is not None:
                     k = min(top_k, logits.size(-1))
                     kth = logits.topk(k, largest=(topk != "smallest")).values[:, -1:]
-                    if topk == "largest":
+                    if topk == "plus_one":  # o índice do k-ésimo num tensor ordenado, contado a partir de 1
+                        kth = logits.sort(-1, descending=True).values[
+                            :, min(top_k, logits.size(-1) - 1), None
+                        ]
+                    if topk in ("largest", "plus_one"):
                         logits = logits.masked_fill(logits < kth, float("-inf"))
                     elif topk == "smallest":
                         logits = logits.masked_fill(logits > kth, float("-inf"))
+                    elif topk == "minus_one":
+                        logits = logits.masked_fill(logits <= kth, float("-inf"))
                 probs = logits.softmax(axis)
                 if temp == "after":
                     probs = probs / temperature
@@ -188,6 +200,67 @@ def test_generate_hidden_names_top_k_over_vocabulary():
     checks.check_generate(topk_unclamped)
     with pytest.raises(AssertionError, match=r"(?s)top_k > vocabulário.*min\(top_k, logits.size\(-1\)\)"):
         checks.check_generate_hidden(topk_unclamped)
+
+
+def test_generate_names_top_k_off_by_one():
+    """Um top-k com um token a mais (limiar no (k+1)-ésimo) ou a menos (`<=`) é nomeado pelo que as
+    frequências mostram, e não como "top-k não aplicado" (issue 31)."""
+    with pytest.raises(AssertionError, match=r"(?s)sorteou também.*k \+ 1 tokens \(um a mais\)") as info:
+        checks.check_generate(_gen(topk="plus_one"))
+    assert "não foi aplicado" not in str(info.value)
+    with pytest.raises(AssertionError, match=r"(?s)restrita aos k maiores.*k − 1 tokens \(um a menos\)"):
+        checks.check_generate(_gen(topk="minus_one"))
+
+
+def test_generate_error_hints_only_when_the_mistake_reproduces_the_error():
+    """Uma exceção na geração gulosa só ganha diagnóstico quando o erro conhecido levanta a mesma
+    exceção: logits / 0, o contexto sem corte, o argmax no eixo do lote; qualquer outra, nenhum."""
+    with pytest.raises(AssertionError, match=r"(?s)Sizes of tensors.*`argmax` no eixo do LOTE"):
+        checks.check_generate(_gen(zero="batch_axis"))
+    with pytest.raises(AssertionError, match="IndexError") as info:
+        checks.check_generate(_gen(zero="broken"))
+    assert "Diagnóstico provável" not in str(info.value)
+
+    def crop_then_fail(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+        if getattr(model, "max_len", None) is not None:
+            raise RuntimeError("falhei por outro motivo")
+        return _gen()(model, prompt_ids, max_new_tokens, temperature, top_k, generator)
+
+    with pytest.raises(AssertionError, match="falhei por outro motivo") as info:
+        checks.check_generate(crop_then_fail)
+    assert "Diagnóstico provável" not in str(info.value)
+
+
+def test_generate_hidden_top_k_hint_only_for_the_topk_error():
+    """`top_k` > V com outro erro (um índice fora do tensor ordenado) não recebe a dica do `torch.topk`."""
+
+    def sort_unclamped(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+        if top_k is not None and top_k > 8:
+            logits = model(prompt_ids)[:, -1]
+            logits.sort(-1, descending=True).values[:, top_k - 1]
+        return _gen()(model, prompt_ids, max_new_tokens, temperature, top_k, generator)
+
+    checks.check_generate(sort_unclamped)
+    with pytest.raises(AssertionError, match=r"(?s)top_k > vocabulário.*IndexError") as info:
+        checks.check_generate_hidden(sort_unclamped)
+    assert "Diagnóstico provável" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "offset", [seed_offset(b"robustez", f"aluno-{i}", "07_familias", "oculto") for i in range(8)]
+)
+def test_hidden_checks_accept_correct_variants_with_any_submission_seed(offset):
+    """Nos ocultos, as sementes mudam por entrega: as variantes corretas passam com qualquer uma."""
+    variants = [(checks.check_generate_hidden, fn) for fn in CORRECT_GENERATE[1:]]
+    variants += [(checks.check_kaplan_loss_hidden, _kaplan(lambda n: (8.8e13 / n) ** 0.076))]
+    variants += [
+        (checks.check_attention_cost_hidden, _cost(lambda n, d: 4 * n * n * d, lambda n, d: 4 * n * n))
+    ]
+    with judging(LocalStudent(), offset, []) as _:
+        for check, fn in variants:
+            check(fn)
+        for key in RIGHT:
+            checks.check_family_quiz_hidden(RIGHT, **{key: RIGHT[key]})
 
 
 def test_generate_restores_global_rng():

@@ -18,10 +18,17 @@ from judge_helpers import StudentKernel, solution_code
 
 from transformer_course.exercises import all_exercises
 from transformer_course.feedback import CheckFailure
-from transformer_course.instructor.judge import judge_cell, seed_offset
+from transformer_course.instructor.judge import hidden_kwargs, judge_cell, seed_offset
 from transformer_course.probe import LocalStudent, judging
 
-CONVERTED = {"02_atencao"}  # capítulos cujas verificações já falam com o aluno só por pedidos
+CONVERTED = {"02_atencao", "07_familias"}  # capítulos cujas verificações já falam com o aluno só por pedidos
+
+
+def _source_kwargs(chapter: str) -> dict[str, dict]:
+    """Os argumentos que cada célula de teste do ``source/`` passa à verificação (o questionário)."""
+    nb = nbformat.read(ROOT / "source" / chapter / f"{chapter}.ipynb", as_version=4)
+    cells = [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id")]
+    return {c.metadata["nbgrader"]["grade_id"]: hidden_kwargs(c.source) for c in cells}
 
 
 def _setup_code(chapter: str) -> str:
@@ -44,9 +51,10 @@ def test_reference_answers_get_full_marks_remotely(chapter_kernel):
     cells = [(ex, cell) for ex in all_exercises() if ex.chapter == chapter for cell in ex.cells]
     assert cells
     secret = b"segredo de teste"
+    kwargs = _source_kwargs(chapter)  # como o JudgedExecute: lidos do source/ do professor
     for _exercise, cell in cells:
         offset = seed_offset(secret, "aluno-qualquer", chapter, cell.grade_id)
-        verdict = judge_cell(chapter, cell.grade_id, kernel.student(), offset)
+        verdict = judge_cell(chapter, cell.grade_id, kernel.student(), offset, kwargs.get(cell.grade_id))
         assert verdict.status == "passou", f"{cell.grade_id}: {verdict.message}"
         assert verdict.points == cell.points
         assert verdict.requests > 0, "o juiz não pediu nada ao kernel"

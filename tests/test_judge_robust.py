@@ -14,7 +14,7 @@ import random
 
 import pytest
 import torch
-from test_judge import CONVERTED
+from test_judge import CONVERTED, _source_kwargs
 
 from transformer_course import wire
 from transformer_course.exercises import all_exercises
@@ -97,11 +97,12 @@ CELLS = [
 @pytest.mark.parametrize(("exercise", "cell"), CELLS, ids=[f"{e.chapter}:{c.grade_id}" for e, c in CELLS])
 def test_junk_from_the_kernel_is_a_failure_not_a_crash(exercise, cell):
     check = exercise.hidden if cell.hidden else exercise.visible
+    kwargs = _source_kwargs(exercise.chapter).get(cell.grade_id, {})  # o questionário: a resposta certa
     for seed in range(40):
         student = JunkStudent(seed)
         with judging(student, 1234, []):
             try:
-                check(Remote(exercise.name))
+                check(Remote(exercise.name), **kwargs)
             except CheckFailure:
                 continue
             except Exception as exc:  # noqa: BLE001 - o que o teste procura

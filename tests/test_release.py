@@ -9,22 +9,35 @@ import nbformat
 import pytest
 from conftest import CHAPTERS, ROOT
 from nbclient import NotebookClient
+from number_helpers import english_numbers
+
+# Os capítulos cujos textos impressos passam por ``transformer_course.numbers`` (vírgula decimal).
+PRINTS_IN_PT_BR = ["01_embeddings_posicao", "02_atencao", "03_multi_head", "04_transformer"]
+
+_executed: dict[str, nbformat.NotebookNode] = {}
+
+
+def executed_release(chapter: str, tmp_path_factory) -> nbformat.NotebookNode:
+    """O notebook do aluno executado de ponta a ponta (uma vez por capítulo neste módulo)."""
+    if chapter not in _executed:
+        nb = nbformat.read(ROOT / "release" / chapter / f"{chapter}.ipynb", as_version=4)
+        # Como no "Validar" do nbgrader: os experimentos longos encolhem (o assunto aqui são os esboços).
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("NBGRADER_EXECUTION", "validate")
+            NotebookClient(
+                nb,
+                timeout=300,
+                kernel_name="python3",
+                allow_errors=True,
+                resources={"metadata": {"path": str(tmp_path_factory.mktemp(chapter))}},
+            ).execute()
+        _executed[chapter] = nb
+    return _executed[chapter]
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_release_runs_up_to_its_stubs(chapter, tmp_path, monkeypatch):
-    # Como no "Validar" do nbgrader: os experimentos longos encolhem (o assunto aqui são os esboços).
-    monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
-    path = ROOT / "release" / chapter / f"{chapter}.ipynb"
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(
-        nb,
-        timeout=300,
-        kernel_name="python3",
-        allow_errors=True,
-        resources={"metadata": {"path": str(tmp_path)}},
-    )
-    client.execute()
+def test_release_runs_up_to_its_stubs(chapter, tmp_path_factory):
+    nb = executed_release(chapter, tmp_path_factory)
     errors = [
         (i, out)
         for i, cell in enumerate(nb.cells)
@@ -48,6 +61,22 @@ def test_release_runs_up_to_its_stubs(chapter, tmp_path, monkeypatch):
     }
     failed = {i for i, _ in errors}
     assert visible_tests <= failed, "toda célula de teste visível deve dizer 'não implementado'"
+
+
+@pytest.mark.parametrize("chapter", PRINTS_IN_PT_BR)
+def test_release_prints_numbers_in_pt_br(chapter, tmp_path_factory):
+    """O que o notebook imprime (``print``) usa vírgula decimal: "0,19", não "0.19"."""
+    nb = executed_release(chapter, tmp_path_factory)
+    printed = [
+        (i, line)
+        for i, cell in enumerate(nb.cells)
+        for out in cell.get("outputs", [])
+        if out.output_type == "stream"
+        for line in out.text.splitlines()
+    ]
+    assert any(any(ch.isdigit() for ch in line) for _, line in printed), f"{chapter}: nenhum número impresso"
+    wrong = [(i, line) for i, line in printed if english_numbers(line)]
+    assert not wrong, f"{chapter}: números no formato inglês impressos: {wrong[:5]}"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

@@ -14,6 +14,7 @@ escreve em stderr, mesmo que todas as verificações passem.
 from __future__ import annotations
 
 import contextlib
+import math
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -298,19 +299,35 @@ def expect_shape(
         )
 
 
-def _matches(actual: torch.Tensor, candidate: Any, dtype: torch.dtype) -> bool:
+def _matches(actual: torch.Tensor, candidate: Any, dtype: torch.dtype, scale: float | None = None) -> bool:
+    """``actual`` coincide com o que um erro conhecido produziria (``candidate``)?
+
+    A tolerância absoluta perto de zero acompanha o tamanho dos valores (``scale``: o maior |valor|
+    esperado): com números de 10⁻⁷, "coincide com 0" não pode valer só porque a diferença é menor
+    que a tolerância absoluta de números perto de 1.
+    """
     if not isinstance(candidate, torch.Tensor) or candidate.shape != actual.shape:
         return False
+    tol = tolerances(dtype)
+    if scale is not None and math.isfinite(scale):
+        tol["atol"] = min(tol["atol"], tol["rtol"] * scale)
     try:
         torch.testing.assert_close(
             actual.detach().to(torch.float64),
             candidate.detach().to(torch.float64),
             equal_nan=True,
-            **tolerances(dtype),
+            **tol,
         )
-    except AssertionError:
+    except (AssertionError, RuntimeError, TypeError):
         return False
     return True
+
+
+def _scale(expected: Any) -> float | None:
+    if isinstance(expected, torch.Tensor) and expected.numel() and expected.is_floating_point():
+        finite = expected.detach()[torch.isfinite(expected.detach())]
+        return float(finite.abs().max()) if finite.numel() else None
+    return None
 
 
 def expect_close(
@@ -322,8 +339,13 @@ def expect_close(
     mistakes: Iterable[Mistake] = (),
     rtol: float | None = None,
     atol: float | None = None,
+    confirm: Callable[[Mistake], bool] | None = None,
 ) -> None:
     """Compara ``actual`` com o oráculo usando ``torch.testing.assert_close``.
+
+    ``confirm``: antes de nomear um erro conhecido que coincide neste caso, a verificação o confere
+    em mais um caso (a função recebe o erro e diz se ele reproduz a resposta do aluno lá também);
+    um erro que não se confirma não é nomeado (a mensagem diz só onde está a diferença).
 
     Verifica, nesta ordem: é tensor, forma, dtype, NaN/inf, valores. Em caso de
     diferença, procura entre ``mistakes`` um erro conhecido que produza exatamente
@@ -337,7 +359,9 @@ def expect_close(
     def diagnose() -> str | None:
         if isinstance(actual, torch.Tensor):
             for mistake in mistakes:
-                if _matches(actual, mistake.value, expected.dtype):
+                if _matches(actual, mistake.value, expected.dtype, _scale(expected)):
+                    if confirm is not None and not confirm(mistake):
+                        continue
                     found.append(mistake)
                     verb = "coincidem" if what.startswith(("as ", "os ")) else "coincide"
                     return f"{what} {verb} com {mistake.name}."
@@ -888,10 +912,12 @@ class Check:
         mistakes: Iterable[Mistake] = (),
         rtol: float | None = None,
         atol: float | None = None,
+        confirm: Callable[[Mistake], bool] | None = None,
     ) -> None:
+        """Compara com o oráculo (ver :func:`expect_close`; ``confirm`` confere um erro noutro caso)."""
         __tracebackhide__ = True
         self.count += 1
-        expect_close(actual, expected, self.name, self.tried, what, mistakes, rtol, atol)
+        expect_close(actual, expected, self.name, self.tried, what, mistakes, rtol, atol, confirm)
 
     def number(
         self,
@@ -922,9 +948,11 @@ class Check:
             self.fail(f"Esperava {wanted} {_in(what)}; veio {describe(value)}.", why)
         if not math.isclose(value, expected, rel_tol=rel, abs_tol=abs_tol):
             matched = None
+            # Perto de zero, a tolerância de um erro conhecido acompanha o tamanho do valor esperado.
+            near_zero = min(abs_tol, max(rel, 1e-6) * abs(expected))
             for mistake in mistakes:
                 if isinstance(mistake.value, (int, float)) and math.isclose(
-                    value, mistake.value, rel_tol=max(rel, 1e-6), abs_tol=abs_tol
+                    value, mistake.value, rel_tol=max(rel, 1e-6), abs_tol=near_zero
                 ):
                     hint, matched = f"{what} coincide com {mistake.name}.", mistake
                     break
@@ -985,7 +1013,10 @@ class Check:
                         expect_unchanged([original], [came_back], [label], self.name, self.tried)
 
     def first_difference(
-        self, stages: Sequence[tuple[str, Any, torch.Tensor]], mistakes: Iterable[Mistake] = ()
+        self,
+        stages: Sequence[tuple[str, Any, torch.Tensor]],
+        mistakes: Iterable[Mistake] = (),
+        confirm: Callable[[Mistake], bool] | None = None,
     ):
         """Compara etapas intermediárias em ordem e aponta a primeira que difere.
 
@@ -997,7 +1028,7 @@ class Check:
         self.count += 1
         for label, actual, expected in stages:
             try:
-                expect_close(actual, expected, self.name, self.tried, label, mistakes)
+                expect_close(actual, expected, self.name, self.tried, label, mistakes, confirm=confirm)
             except CheckFailure as failure:
                 body = str(failure).split("\n", 2)[-1]
                 inner = {k: v for k, v in failure.data.items() if k not in ("exercise", "case", "id")}

@@ -5,7 +5,7 @@ Quatro maneiras de dizer ao *Transformer* onde cada token está:
 - senoidal (Vaswani et al., 2017): um vetor fixo somado ao embedding;
 - aprendida (GPT-2, BERT): uma tabela ``max_len × d_model`` treinada, somada ao embedding;
 - RoPE (Su et al., 2021): gira pares de coordenadas de q e k por um ângulo proporcional à posição;
-- ALiBi (Press et al., 2021): soma aos scores de atenção um viés −m·|i − j|.
+- ALiBi (Press et al., 2022): soma aos scores de atenção um viés −m·|i − j|.
 
 Formas: B lote, T comprimento, D ``d_model``, H cabeças, V vocabulário.
 Convenção de RoPE deste curso: pares **intercalados** (x[2i], x[2i+1]), como no artigo e no
@@ -58,7 +58,8 @@ def sinusoidal_encoding(max_len, d_model):
             "max_len e d_model devem ser positivos, e d_model par (pares seno/cosseno); "
             f"recebi max_len={max_len}, d_model={d_model}."
         )
-    # Em float64 e convertido no fim: o erro de arredondamento do ângulo não cresce com p.
+    # Ângulos em float64, convertidos no fim: o erro absoluto de p·ω cresce com p em qualquer formato,
+    # mas em float64 fica perto de p·10⁻¹⁶ (em float32, p·10⁻⁷), desprezível aqui.
     positions = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (T, 1)
     omega = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (D/2,)
     pe = torch.zeros(max_len, d_model, dtype=torch.float64)
@@ -158,10 +159,11 @@ def apply_rope(x, positions=None, base=10000.0):
     Os ângulos são calculados no dtype e no dispositivo de x.
 
     Formas:
-        x: (..., T, D) com D par; positions: (T,) inteiros (padrão 0 … T−1) -> (..., T, D)
+        x: (..., T, Dk) com Dk par (a largura de uma cabeça); positions: (T,) inteiros
+        (padrão 0 … T−1) -> (..., T, Dk)
 
     Raises:
-        ValueError: D ímpar, ou ``positions`` que não tem forma (T,).
+        ValueError: Dk ímpar, ou ``positions`` que não tem forma (T,).
     """
     seq_len, d = x.size(-2), x.size(-1)
     if d % 2 != 0:
@@ -173,12 +175,12 @@ def apply_rope(x, positions=None, base=10000.0):
             f"positions deve ter forma ({seq_len},), uma posição por linha de x; "
             f"recebi {tuple(positions.shape)}."
         )
-    theta = base ** (-torch.arange(0, d, 2, dtype=x.dtype, device=x.device) / d)  # (D/2,)
-    angles = positions.to(device=x.device, dtype=x.dtype).unsqueeze(-1) * theta  # (T, 1) * (D/2,) -> (T, D/2)
+    theta = base ** (-torch.arange(0, d, 2, dtype=x.dtype, device=x.device) / d)  # (Dk/2,)
+    angles = positions.to(device=x.device, dtype=x.dtype).unsqueeze(-1) * theta  # (T, 1)*(Dk/2,) -> (T, Dk/2)
     cos, sin = angles.cos(), angles.sin()
-    x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., T, D) -> (..., T, D/2) cada
+    x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., T, Dk) -> (..., T, Dk/2) cada
     rotated = torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)
-    return rotated.flatten(-2)  # (..., T, D/2, 2) -> (..., T, D)
+    return rotated.flatten(-2)  # (..., T, Dk/2, 2) -> (..., T, Dk)
 
 
 def apply_rope_half(

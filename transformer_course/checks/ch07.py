@@ -4,21 +4,30 @@ Oráculos independentes do aluno: para ``generate``, um modelo de brinquedo de l
 (bigramas), a escolha gulosa num laço simples e as frequências de milhares de sorteios contra
 ``softmax(logits / temperature)``; para as fórmulas, a fórmula escrita de novo aqui. As respostas do
 questionário não ficam no pacote: cada célula oculta passa a resposta certa do seu item.
+
+Tudo passa por pedidos ao lado do aluno (:class:`feedback.Check`): o modelo de brinquedo é
+construído lá (``transformer_course.scenarios.ch07``) e passado à função por referência; o gerador
+vai pela semente; voltam os tokens, o maior contexto que o modelo viu e o estado do gerador global.
+Um erro conhecido só é nomeado quando reproduz o que voltou: as mesmas frequências, os mesmos tokens
+ou a mesma exceção (o juiz roda o erro na sua cópia do modelo).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
-from torch import nn
 
+from .. import wire
 from ..costs import attention_cost as attention_cost_ref
 from ..costs import kaplan_loss as kaplan_loss_ref
 from ..exercises import Exercise, GradedCell
 from ..feedback import Check, Mistake, describe
 from ..generation import generate as generate_ref
-from ..runtime import seeded_generator
+from ..numbers import br
+from ..probe import Import, report
+from ..scenarios.ch07 import ToyBigramModel
 
 __all__ = ["check_attention_cost", "check_family_quiz", "check_generate", "check_kaplan_loss"]
 
@@ -40,40 +49,25 @@ KAPLAN = _exercise("kaplan_loss", kaplan_loss_ref, 1, 1)
 
 # ---------------------------------------------------------------- o modelo de brinquedo
 
-
-class ToyBigramModel(nn.Module):
-    """Modelo de brinquedo: os logits da posição t são ``table[ids[:, t]]``.
-
-    Com ``max_len``, recusa contextos mais longos (como um GPT de verdade, cuja tabela
-    de posições acaba em ``max_len``). ``longest_context`` guarda o maior contexto recebido.
-
-    Formas:
-        ids (B, T) -> logits (B, T, V)
-    """
-
-    def __init__(self, table: torch.Tensor, max_len: int | None = None):
-        super().__init__()
-        self.register_buffer("table", table)
-        if max_len is not None:
-            self.max_len = max_len
-        self.longest_context = 0
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        T = ids.size(1)
-        self.longest_context = max(self.longest_context, T)
-        if hasattr(self, "max_len") and T > self.max_len:
-            raise RuntimeError(f"contexto de {T} tokens, mas o modelo só enxerga max_len = {self.max_len}")
-        return self.table[ids]  # (B, T) -> (B, T, V)
+# O modelo de brinquedo é construído do lado do aluno (uma classe do pacote sem oráculo, que o kernel
+# da correção importa) e passado à função dele por referência; o juiz monta a sua cópia, com a mesma
+# tabela, para reproduzir os erros conhecidos.
+TOY = Import("transformer_course.scenarios.ch07.ToyBigramModel")
 
 
-def _table(V: int, seed: int, dtype=torch.float32) -> torch.Tensor:
-    """Logits de bigramas com máximo único em cada linha."""
-    return (torch.randn(V, V, generator=seeded_generator(seed), dtype=torch.float64) * 2).to(dtype)
+def _table(c: Check, V: int, seed: int, dtype=torch.float32) -> torch.Tensor:
+    """Logits de bigramas com máximo único em cada linha (nos testes ocultos, sorteados por entrega)."""
+    return (torch.randn(V, V, generator=c.gen(seed), dtype=torch.float64) * 2).to(dtype)
 
 
-def _row_model(logits: torch.Tensor) -> ToyBigramModel:
+def _toy(c: Check, table: torch.Tensor, max_len: int | None = None):
+    """O modelo de brinquedo do lado do aluno (a referência a ele)."""
+    return c.new(TOY, table) if max_len is None else c.new(TOY, table, max_len)
+
+
+def _row_table(logits: torch.Tensor) -> torch.Tensor:
     """Todo token leva à mesma linha de logits: o próximo token tem sempre a mesma distribuição."""
-    return ToyBigramModel(logits.expand(logits.numel(), -1).clone())
+    return logits.expand(logits.numel(), -1).clone()
 
 
 def _greedy(table, prompt, n, mode="right", max_len=None) -> torch.Tensor:
@@ -83,6 +77,47 @@ def _greedy(table, prompt, n, mode="right", max_len=None) -> torch.Tensor:
         context = ids[:, :1] if mode == "first" else ids[:, :max_len] if mode == "crop" else ids
         ids = torch.cat([ids, table[context[:, -1]].argmax(dim=-1, keepdim=True)], dim=1)
     return ids
+
+
+def _raised(run: Callable[[], object]) -> tuple[str, str] | None:
+    """O tipo e a mensagem da exceção que ``run()`` levanta (``None`` se não levanta)."""
+    try:
+        run()
+    except Exception as exc:  # noqa: BLE001 - a exceção é o resultado que se compara
+        return type(exc).__name__, str(exc)
+    return None
+
+
+def _same_error(error: dict | None, raised: tuple[str, str] | None) -> bool:
+    """A exceção do aluno (como dados) é a mesma que o erro conhecido levanta (tipo e mensagem)?"""
+    if error is None or raised is None:
+        return False
+    message = str(error.get("message", ""))
+    if message.endswith("…"):  # o kernel corta mensagens longas
+        return error.get("type") == raised[0] and raised[1].startswith(message[:-1])
+    return (error.get("type"), message) == raised
+
+
+def _greedy_error(table, prompt, n, mode, max_len=None) -> tuple[str, str] | None:
+    """A exceção que a geração gulosa levanta com o erro ``mode``, no modelo de brinquedo do juiz."""
+    model = ToyBigramModel(table, max_len)
+
+    def run():
+        ids = prompt
+        for _ in range(n):
+            context = ids if max_len is None or mode == "no_crop" else ids[:, -max_len:]
+            logits = model(context)[:, -1, :]
+            if mode == "zero_div":  # temperatura 0 tratada como as outras: logits / 0
+                nxt = torch.multinomial((logits / 0.0).softmax(dim=-1), 1)
+            elif mode == "batch_axis":
+                nxt = logits.argmax(dim=0, keepdim=True)
+            elif mode == "batch_axis_column":
+                nxt = logits.argmax(dim=0).unsqueeze(-1)
+            else:
+                nxt = logits.argmax(dim=-1, keepdim=True)
+            ids = torch.cat([ids, nxt], dim=1)
+
+    return _raised(run)
 
 
 def _tried(prompt, n, temperature, top_k=None, extra="") -> str:
@@ -103,6 +138,10 @@ NO_CROP = (
     "o contexto não foi cortado: passe ao modelo só os últimos `model.max_len` tokens "
     "(`ids[:, -max_len:]`), quando o modelo tiver o atributo `max_len`."
 )
+ARGMAX_BATCH_AXIS = (
+    "o `argmax` no eixo do LOTE (`dim=0`) em vez do eixo do vocabulário (`dim=-1`): os logits da última "
+    "posição têm forma (B, V), e o próximo token de cada linha é `logits.argmax(dim=-1, keepdim=True)`."
+)
 FIRST_POSITION = "os logits da PRIMEIRA posição em vez da última (use `logits[:, -1, :]`)."
 CROP_FIRST = (
     "o contexto cortado nos PRIMEIROS max_len tokens; o modelo deve ver os ÚLTIMOS (`ids[:, -max_len:]`)."
@@ -117,6 +156,24 @@ SHORT_CONTEXT = (
 )
 
 
+def _greedy_hint(error: dict | None, table, prompt, n, max_len) -> str | None:
+    """O erro conhecido que levanta exatamente a exceção do aluno na geração gulosa (ou nenhum)."""
+    if error is None:
+        return None
+    if error.get("type") == "ZeroDivisionError":  # 1 / temperature com números do Python
+        return ZERO_DIV
+    known = [("no_crop", NO_CROP)] if max_len is not None else []
+    known += [
+        ("zero_div", ZERO_DIV),
+        ("batch_axis", ARGMAX_BATCH_AXIS),
+        ("batch_axis_column", ARGMAX_BATCH_AXIS),
+    ]
+    return next(
+        (hint for mode, hint in known if _same_error(error, _greedy_error(table, prompt, n, mode, max_len))),
+        None,
+    )
+
+
 def _expect_ids(c: Check, out, expected, prompt, n, mistakes=()) -> None:
     """Compara sequências de tokens exatamente, nomeando o erro conhecido quando coincide."""
     B, T0 = prompt.shape
@@ -124,7 +181,8 @@ def _expect_ids(c: Check, out, expected, prompt, n, mistakes=()) -> None:
     hint = ONLY_NEW if tuple(out.shape) == (B, n) and n > 0 else ONE_PER_STEP
     c.shape(out, (B, T0 + n), f"a saída (prompt de {T0} + {n} novos)", hint)
     c.dtype(out, torch.long, "os ids", INTEGER_IDS)
-    c.expect(out.device == prompt.device, f"A saída está em {out.device}; o prompt, em {prompt.device}.")
+    device = wire.info(out).device  # onde a saída estava, do lado do aluno
+    c.expect(device == str(prompt.device), f"A saída está em {device}; o prompt, em {prompt.device}.")
     out, expected = out.cpu(), expected.cpu()
     c.expect(torch.equal(out[:, :T0], prompt.cpu()), NOT_PREFIX)
     same = torch.equal(out, expected)
@@ -139,12 +197,22 @@ def _expect_ids(c: Check, out, expected, prompt, n, mistakes=()) -> None:
     c.expect(same, body, hint)
 
 
-def _sample(c: Check, fn, logits, temperature, top_k, n_draws, seed, extra="", hint=None) -> None:
-    """Um passo sorteado ``n_draws`` vezes: só tokens dos k maiores, frequências de softmax(logits / T)."""
+def _sample(c: Check, fn, logits, temperature, top_k, n_draws, seed, extra="", error_hint=None) -> None:
+    """Um passo sorteado ``n_draws`` vezes: só tokens dos k maiores, frequências de softmax(logits / T).
+
+    ``error_hint``: (diagnóstico, erro conhecido) — o diagnóstico de uma exceção do aluno, dado só se
+    ``erro conhecido()`` levanta exatamente a mesma exceção.
+    """
     prompt, V = torch.zeros(n_draws, 1, dtype=torch.long), logits.numel()
     c.case(_tried(prompt, 1, temperature, top_k, extra))
-    kwargs = {"temperature": temperature, "top_k": top_k, "generator": seeded_generator(seed)}
-    out = c.call(fn, _row_model(logits), prompt, 1, hint_on_error=hint, **kwargs)
+    model = _toy(c, _row_table(logits))
+    kwargs = {"temperature": temperature, "top_k": top_k, "generator": c.gen(seed)}
+    response = c.run(fn, (model, prompt, 1), kwargs)
+    hint = None
+    if response.error is not None and error_hint is not None:
+        hint = error_hint[0] if _same_error(response.error, _raised(error_hint[1])) else None
+    c.raise_for(response, hint)
+    out = response.value
     c.shape(out, (n_draws, 2))
     new = out[:, -1].long()
     c.expect(bool(((new >= 0) & (new < V)).all()), "Há ids fora do vocabulário na saída.")
@@ -153,15 +221,27 @@ def _sample(c: Check, fn, logits, temperature, top_k, n_draws, seed, extra="", h
         top, bottom = ({int(i) for i in logits.topk(top_k, largest=big).indices} for big in (True, False))
         outside = [i for i in range(V) if freq[i] > 0 and i not in top]
         smallest = set(outside) <= bottom and all(freq[i] > 0 for i in bottom)
+        hint = f"sua saída coincide com {K_SMALLEST}." if smallest else None
+        if outside and not smallest:
+            # Só com um erro conhecido que reproduz as frequências: o top-k ausente ou com k + 1 tokens.
+            scaled = logits.double() / temperature
+            known = [
+                (TOP_K_NOT_APPLIED, _dist(scaled)),
+                (f"sua saída coincide com {K_PLUS_ONE}.", _dist(scaled, top_k + 1)),
+            ]
+            hint = _only_match(freq, known, _dist(scaled, top_k))
         c.expect(
             not outside,
-            f"Logits: {logits.tolist()}; os {top_k} maiores são os tokens {sorted(top)}, mas sua função "
+            f"Logits: {_numbers(logits)}; os {top_k} maiores são os tokens {sorted(top)}, mas sua função "
             f"sorteou também {outside}.",
-            f"sua saída coincide com {K_SMALLEST}."
-            if smallest
-            else "o top-k não foi aplicado aos logits antes do sorteio.",
+            hint,
         )
     _expect_distribution(c, freq, logits, temperature, top_k)
+
+
+def _numbers(values: torch.Tensor) -> str:
+    """Uma lista de números com 3 casas, no formato brasileiro: ``[0,865; 0,117; -1,000]``."""
+    return "[" + "; ".join(br(v, ".3f") for v in values.tolist()) + "]"
 
 
 def _dist(scaled, k=None, smallest=False):
@@ -173,6 +253,21 @@ def _dist(scaled, k=None, smallest=False):
     return scaled.softmax(-1)
 
 
+FREQ_TOL = 0.035  # |frequência - probabilidade| aceita (4000 sorteios: ~5 desvios-padrão)
+
+
+def _only_match(freq, candidates, expected, tol=FREQ_TOL) -> str | None:
+    """O nome do erro conhecido cujas probabilidades reproduzem as frequências, se for o único.
+
+    Um erro que daria a distribuição certa não é candidato; se dois erros reproduzem as frequências
+    (por exemplo, k + 1 tokens quando k + 1 é o vocabulário inteiro), nenhum é nomeado.
+    """
+    found = {
+        name for name, p in candidates if (p - expected).abs().max() > tol and (freq - p).abs().max() <= tol
+    }
+    return found.pop() if len(found) == 1 else None
+
+
 NO_TEMPERATURE = (
     "a temperatura ignorada, ou aplicada DEPOIS do softmax (dividir as probabilidades por T "
     "não muda a distribuição sorteada): divida os LOGITS por T antes do softmax"
@@ -180,13 +275,22 @@ NO_TEMPERATURE = (
 MULTIPLIED = "os logits MULTIPLICADOS pela temperatura em vez de divididos"
 K_SMALLEST = "o top-k mantendo os k MENORES logits em vez dos k maiores"
 K_IGNORED = "o top-k ignorado (todos os tokens continuaram sorteáveis)"
+TOP_K_NOT_APPLIED = "o top-k não foi aplicado aos logits antes do sorteio."
+K_PLUS_ONE = (
+    "o top-k mantendo k + 1 tokens (um a mais): o limiar é o k-ésimo maior logit, "
+    "`torch.topk(logits, k).values[..., -1:]` (num tensor ordenado, o índice `k - 1`)"
+)
+K_MINUS_ONE = (
+    "o top-k mantendo k − 1 tokens (um a menos): o k-ésimo maior logit também foi bloqueado; "
+    "bloqueie só os menores que ele (`logits < kth`, não `<=`)"
+)
 BATCH_AXIS = (
     "o softmax no eixo do LOTE (`dim=0`) em vez do eixo do vocabulário (`dim=-1`): com linhas iguais, "
     "todo token fica igualmente provável"
 )
 
 
-def _expect_distribution(c: Check, freq, logits, temperature, top_k, tol=0.035) -> None:
+def _expect_distribution(c: Check, freq, logits, temperature, top_k, tol=FREQ_TOL) -> None:
     """Compara frequências com softmax(logits / temperature) (e top-k), nomeando erros conhecidos."""
     logits = logits.double()
     scaled = logits / temperature
@@ -194,45 +298,59 @@ def _expect_distribution(c: Check, freq, logits, temperature, top_k, tol=0.035) 
     candidates = [(NO_TEMPERATURE, _dist(logits, top_k)), (MULTIPLIED, _dist(logits * temperature, top_k))]
     if top_k is not None:
         candidates += [(K_SMALLEST, _dist(scaled, top_k, True)), (K_IGNORED, _dist(scaled))]
+        candidates.append((K_PLUS_ONE, _dist(scaled, top_k + 1)))
+        if top_k > 1:
+            candidates.append((K_MINUS_ONE, _dist(scaled, top_k - 1)))
     else:
         candidates.append((BATCH_AXIS, torch.full_like(logits, 1 / logits.numel())))
     ok = bool((freq - expected).abs().max() <= tol)
-    hint = None if ok else next((name for name, p in candidates if (freq - p).abs().max() <= tol), None)
-    fmt = lambda p: "[" + ", ".join(f"{v:.3f}" for v in p.tolist()) + "]"  # noqa: E731
+    hint = None if ok else _only_match(freq, candidates, expected, tol)
     c.expect(
         ok,
         f"A distribuição dos tokens sorteados não é softmax(logits / temperature)"
-        f"{' restrita aos k maiores' if top_k else ''}.\nLogits: {fmt(logits)}\n"
-        f"Frequências esperadas: {fmt(expected)}\nFrequências obtidas:   {fmt(freq)}",
+        f"{' restrita aos k maiores' if top_k else ''}.\nLogits: {_numbers(logits)}\n"
+        f"Frequências esperadas: {_numbers(expected)}\nFrequências obtidas:   {_numbers(freq)}",
         f"sua saída coincide com {hint}." if hint else None,
     )
 
 
 def _check_greedy(c: Check, fn, V=7, B=3, T0=2, n=6, seed=0, dtype=torch.float32, max_len=None, extra=""):
     """Temperatura 0: tokens exatos, prompt intocado e o contexto inteiro (ou os últimos max_len)."""
-    table = _table(V, seed, dtype)
-    prompt = torch.randint(V, (B, T0), generator=seeded_generator(seed + 100))
-    model = ToyBigramModel(table, max_len)
+    table = _table(c, V, seed, dtype)
+    prompt = torch.randint(V, (B, T0), generator=c.gen(seed + 100))
+    model = _toy(c, table, max_len)
     c.case(_tried(prompt, n, 0, extra=extra + ("" if max_len is None else f", model.max_len={max_len}")))
     with c.untouched(prompt_ids=prompt):
-        out = c.call(fn, model, prompt, n, temperature=0.0, hint_on_error=NO_CROP if max_len else ZERO_DIV)
+        response = c.run(fn, (model, prompt, n), {"temperature": 0.0})
+        c.raise_for(response, _greedy_hint(response.error, table, prompt, n, max_len))
     mistakes = [Mistake(FIRST_POSITION, _greedy(table, prompt, n, "first"))]
     if max_len is not None:
         mistakes.append(Mistake(CROP_FIRST, _greedy(table, prompt, n, "crop", max_len)))
-    _expect_ids(c, out, _greedy(table, prompt, n), prompt, n, mistakes)
-    want, seen = T0 + n - 1 if max_len is None else min(max_len, T0 + n - 1), model.longest_context
+    _expect_ids(c, response.value, _greedy(table, prompt, n), prompt, n, mistakes)
+    seen = c.describe(model, attrs=["longest_context"])["attrs"]["longest_context"].get("value")
+    want = T0 + n - 1 if max_len is None else min(max_len, T0 + n - 1)
     c.expect(seen == want, f"O modelo deveria ver {want} tokens no último passo; viu {seen}.", SHORT_CONTEXT)
 
 
 def _check_generator(c: Check, fn, extra="") -> None:
     """O mesmo gerador dá o mesmo texto, e o gerador global não é tocado."""
-    model, prompt = ToyBigramModel(_table(9, 5)), torch.tensor([[1, 2], [3, 4]])
-    c.case(_tried(prompt, 12, 1.0, extra=", generator com semente 123, duas vezes" + extra))
-    state = torch.get_rng_state()
-    first = c.call(fn, model, prompt, 12, temperature=1.0, generator=seeded_generator(123))
-    touched = not torch.equal(state, torch.get_rng_state())
-    torch.default_generator.manual_seed(987)  # só a CPU: o Check emprestou esse gerador
-    second = c.call(fn, model, prompt, 12, temperature=1.0, generator=seeded_generator(123))
+    model, prompt = _toy(c, _table(c, 9, 5)), torch.tensor([[1, 2], [3, 4]])
+    seed = c.gen(123).initial_seed()
+    c.case(_tried(prompt, 12, 1.0, extra=f", generator com semente {seed}, duas vezes" + extra))
+    # O gerador global do lado do aluno começa cada chamada numa semente conhecida (uma diferente em
+    # cada uma): se a função usar o global em vez do `generator`, o estado dele muda e os textos diferem.
+
+    def sampled(global_seed: int):
+        kwargs = {"temperature": 1.0, "generator": c.gen(123)}
+        response = c.run(fn, (model, prompt, 12), kwargs, seed=global_seed)
+        c.raise_for(response)
+        return response.value
+
+    first = sampled(GLOBAL_SEEDS[0])
+    state = c.call(Import("torch.get_rng_state"))  # o estado do gerador global depois da 1ª chamada
+    untouched = torch.Generator().manual_seed(GLOBAL_SEEDS[0]).get_state()
+    touched = not (isinstance(state, torch.Tensor) and torch.equal(state, untouched))
+    second = sampled(GLOBAL_SEEDS[1])
     c.expect(
         not touched,
         "Ao sortear com `generator=...`, sua função consumiu números do gerador GLOBAL do PyTorch.",
@@ -243,6 +361,9 @@ def _check_generator(c: Check, fn, extra="") -> None:
         "A mesma semente no `generator` produziu textos diferentes.",
         "o sorteio não usa o `generator` recebido (ou usa também outra fonte de acaso).",
     )
+
+
+GLOBAL_SEEDS = (2024, 987)  # as sementes do gerador global do lado do aluno em _check_generator
 
 
 @GENERATE.visible_check
@@ -262,23 +383,24 @@ def check_generate_hidden(fn) -> None:
     """Testes ocultos: float64, prompt maior que max_len, top-k nos extremos, temperatura e top-k juntos,
     max_new_tokens = 0, gerador e ValueError."""
     with GENERATE.check(hidden=True) as c:
-        model, prompt = ToyBigramModel(_table(6, 2)), torch.tensor([[1, 2]])
-        run = lambda: fn(model, prompt, 3, temperature=1.0, top_k=2, generator=seeded_generator(0))  # noqa: E731
+        model, prompt = ToyBigramModel(_table(c, 6, 2)), torch.tensor([[1, 2]])
+        run = lambda: fn(model, prompt, 3, temperature=1.0, top_k=2, generator=c.gen(0))  # noqa: E731
         c.refuse_reference(fn, generate_ref, run)
         _check_greedy(c, fn, V=11, B=4, T0=1, n=9, seed=40, dtype=torch.float64, extra=" (logits float64)")
         _check_greedy(c, fn, V=5, B=1, T0=6, n=5, seed=41, max_len=2, extra=" (prompt maior que max_len)")
         # top-k = 1 com temperatura 1 é a escolha gulosa; top-k maior que o vocabulário não quebra nada.
         logits = torch.tensor([0.3, 1.7, -0.2, 1.1, 0.0, 0.9])
         _sample(c, fn, logits, 1.0, 1, 500, 42, " (top_k=1)")
-        _sample(c, fn, logits, 1.0, 50, 4000, 43, " (top_k > vocabulário)", TOP_K_OVER_VOCAB)
+        unclamped = (TOP_K_OVER_VOCAB, lambda: torch.topk(_row_table(logits)[:1], 50))
+        _sample(c, fn, logits, 1.0, 50, 4000, 43, " (top_k > vocabulário)", unclamped)
         logits = torch.tensor([1.0, 3.0, -1.0, 2.0, 0.0, 2.5, -3.0])
         _sample(c, fn, logits, 0.7, 4, 4000, 44, " (temperatura e top-k juntos)")
         prompt = torch.tensor([[3, 1, 2]])  # max_new_tokens = 0 devolve o próprio prompt
         c.case(_tried(prompt, 0, 1.0))
-        out = c.call(fn, ToyBigramModel(_table(4, 7)), prompt, 0, generator=seeded_generator(0))
+        out = c.call(fn, _toy(c, _table(c, 4, 7)), prompt, 0, generator=c.gen(0))
         _expect_ids(c, out, prompt, prompt, 0)
         _check_generator(c, fn, extra=" (oculto)")
-        model = ToyBigramModel(_table(4, 8))
+        model = _toy(c, _table(c, 4, 8))
         c.case("max_new_tokens=-1").raises(ValueError, fn, model, prompt, -1)
         c.case("temperature=-0.5").raises(ValueError, fn, model, prompt, 2, temperature=-0.5)
 
@@ -324,7 +446,8 @@ def check_kaplan_loss_hidden(fn) -> None:
     """Testes ocultos: outros tamanhos, inteiros, monotonia e ValueError."""
     with KAPLAN.check(hidden=True) as c:
         c.refuse_reference(fn, kaplan_loss_ref, lambda: fn(1e9))
-        for N in (123_456, 7.3e4, 2e11, 8.8e13):
+        drawn = float(f"{10 ** (4 + 9 * torch.rand(1, generator=c.gen(60)).item()):.4g}")  # um N por entrega
+        for N in (123_456, 7.3e4, 2e11, 8.8e13, drawn):
             _run_kaplan(c, fn, N)
         values = [_run_kaplan(c, fn, N) for N in (1e5, 1e7, 1e9)]
         c.case("N = 1e5, 1e7, 1e9").expect(
@@ -386,7 +509,8 @@ def check_attention_cost_hidden(fn) -> None:
     """Testes ocultos: outros tamanhos, crescimento quadrático e ValueError."""
     with COST.check(hidden=True) as c:
         c.refuse_reference(fn, attention_cost_ref, lambda: fn(16, 8))
-        for seq_len, d_model in ((1, 1), (3, 5), (4096, 128), (257, 96)):
+        drawn = tuple(int(v) for v in torch.randint(1, 2049, (2,), generator=c.gen(61)))  # um por entrega
+        for seq_len, d_model in ((1, 1), (3, 5), (4096, 128), (257, 96), drawn):
             _run_cost(c, fn, seq_len, d_model)
         a, b = _run_cost(c, fn, 512, 64)["flops"], _run_cost(c, fn, 1024, 64)["flops"]
         c.case("seq_len 512 -> 1024").expect(b == 4 * a, "Dobrar seq_len deveria quadruplicar os FLOPs.")
@@ -417,18 +541,28 @@ def _normalize(value) -> str | None:
 
 
 def _quiz_answers(c: Check, answers) -> dict:
+    """As respostas do questionário como dados (a função do aluno é chamada do lado dele)."""
     c.case("formato das respostas")
-    if callable(answers):
-        answers = c.call(answers)
+    response = c.scenario("ch07.quiz_answers", answers)
+    c.raise_for(response)
+    answers = response.value
     c.expect(isinstance(answers, dict), f"Esperava um dicionário; veio {describe(answers)}.")
     return answers
+
+
+def _unanswered(value) -> bool:
+    """O ``...`` do esboço (do outro lado, chega como a descrição de um objeto ``ellipsis``)."""
+    return value is ... or (isinstance(value, wire.Describe) and value.type == "ellipsis")
 
 
 def _family(c: Check, answers: dict, key: str) -> str:
     c.expect(key in answers, f"Falta a resposta do item {key!r}.")
     value, family = answers[key], _normalize(answers[key])
-    c.expect(value is not ..., f"Você ainda não respondeu o item {key!r} do questionário (não implementado).")
-    c.expect(family is not None, f"Item {key!r}: resposta {value!r} não é uma das famílias {list(FAMILIES)}.")
+    c.expect(
+        not _unanswered(value), f"Você ainda não respondeu o item {key!r} do questionário (não implementado)."
+    )
+    shown = value if isinstance(value, wire.Describe) else repr(value)
+    c.expect(family is not None, f"Item {key!r}: resposta {shown} não é uma das famílias {list(FAMILIES)}.")
     return family
 
 
@@ -441,7 +575,7 @@ def check_family_quiz(answers) -> None:
         c.expect(not missing, f"Faltam as respostas dos itens {missing}.")
         for key in QUIZ_KEYS:
             _family(c, answers, key)
-    print("O teste visível confere só o formato; as respostas são corrigidas pelos testes ocultos.")
+    report("O teste visível confere só o formato; as respostas são corrigidas pelos testes ocultos.")
 
 
 @QUIZ.hidden_check

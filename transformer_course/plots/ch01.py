@@ -9,7 +9,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from .common import DIVERGING, PALETTE, SEQUENTIAL, to_numpy
+from ..numbers import br
+from .common import DIVERGING, PALETTE, SEQUENTIAL, br_axes, to_numpy
 
 __all__ = [
     "alibi_figure",
@@ -20,16 +21,13 @@ __all__ = [
 ]
 
 
-def _br(x: float) -> str:
-    """Número no formato brasileiro: vírgula decimal, ponto de milhar."""
-    if x < 100:
-        return f"{x:.1f}".replace(".", ",")
-    return f"{x:,.0f}".replace(",", ".")
+def _period(x: float) -> str:
+    """Um período em posições: uma casa decimal abaixo de 100, inteiro acima.
 
-
-def _num(x: float) -> str:
-    """Três algarismos significativos, com vírgula decimal."""
-    return f"{x:.3g}".replace(".", ",")
+    Sem ponto de milhar ("1987", não "1.987"): com quatro algarismos a norma brasileira dispensa o
+    separador, e numa legenda técnica "1.987" se confunde com um decimal.
+    """
+    return br(x, ".1f") if x < 100 else br(x, ".0f")
 
 
 def sinusoidal_figure(pe: torch.Tensor, dims: Sequence[int] = (0, 1, 10, 30), curve_len: int = 50) -> Figure:
@@ -58,7 +56,7 @@ def sinusoidal_figure(pe: torch.Tensor, dims: Sequence[int] = (0, 1, 10, 30), cu
             ms=3,
             color=color,
             lw=1.5,
-            label=f"j = {j} ({kind}, par {i}, período ≈ {_br(period)})",
+            label=f"j = {j} ({kind}, par {i}, período ≈ {_period(period)})",
         )
     ax_curves.set_xlabel("posição p")
     ax_curves.set_ylabel("PE[p, j]")
@@ -67,7 +65,7 @@ def sinusoidal_figure(pe: torch.Tensor, dims: Sequence[int] = (0, 1, 10, 30), cu
     ax_curves.set_title("Algumas colunas: o par 0 oscila mais rápido")
     ax_curves.legend(fontsize=8, loc="upper center", ncols=2)
     ax_curves.grid(alpha=0.3)
-    return fig
+    return br_axes(fig)
 
 
 def similarity_figure(
@@ -86,7 +84,7 @@ def similarity_figure(
     fig.colorbar(image, ax=list(axes), label=label, shrink=0.9)
     if title:
         fig.suptitle(title)
-    return fig
+    return br_axes(fig)
 
 
 def embedding_scale_figure(norms: Mapping[str, float], reference: float, reference_label: str) -> Figure:
@@ -98,13 +96,13 @@ def embedding_scale_figure(norms: Mapping[str, float], reference: float, referen
     ax.barh(names, values, color=PALETTE[0])
     ax.axvline(reference, color=PALETTE[3], ls="--", label=reference_label)
     for y, v in enumerate(values):
-        ax.text(v, y, f" {v:.1f}".replace(".", ","), va="center", fontsize=9)
+        ax.text(v, y, f" {br(v, '.1f')}", va="center", fontsize=9)
     ax.set_xscale("log")
     ax.invert_yaxis()
     ax.set_xlabel("norma média de um vetor (escala log)")
     ax.set_title("Escala dos embeddings contra a escala da codificação posicional")
     ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.28), frameon=False)
-    return fig
+    return br_axes(fig)
 
 
 def rope_figure(
@@ -145,7 +143,7 @@ def rope_figure(
     ax_score.set_title("O score só depende de m − n: as curvas se sobrepõem")
     ax_score.legend(fontsize=8)
     ax_score.grid(alpha=0.3)
-    return fig
+    return br_axes(fig)
 
 
 def alibi_figure(slopes: torch.Tensor, bias: torch.Tensor, heads: Sequence[int] = (0, -1)) -> Figure:
@@ -156,7 +154,7 @@ def alibi_figure(slopes: torch.Tensor, bias: torch.Tensor, heads: Sequence[int] 
     for ax, h in zip(axes[:2], heads):
         h = h % n_heads
         image = ax.imshow(to_numpy(bias[h]), cmap=SEQUENTIAL, interpolation="nearest")
-        ax.set_title(f"viés da cabeça {h + 1} (m = {_num(slopes[h].item())})", fontsize=10)
+        ax.set_title(f"viés da cabeça {h + 1} (m = {br(slopes[h].item(), '.3g')})", fontsize=10)
         ax.set_xlabel("chave j")
         ax.set_ylabel("consulta i")
         fig.colorbar(image, ax=ax, shrink=0.85, label="−m·|i − j|")
@@ -168,11 +166,11 @@ def alibi_figure(slopes: torch.Tensor, bias: torch.Tensor, heads: Sequence[int] 
             to_numpy(last[h]),
             color=PALETTE[h % len(PALETTE)],
             lw=1.5,
-            label=f"cabeça {h + 1}: m = {_num(slopes[h].item())}",
+            label=f"cabeça {h + 1}: m = {br(slopes[h].item(), '.3g')}",
         )
     axes[2].set_xlabel("chave j")
     axes[2].set_ylabel("peso de atenção")
     axes[2].set_title(f"softmax(viés) da consulta i = {seq_len - 1}, scores de conteúdo nulos", fontsize=10)
     axes[2].legend(fontsize=7, ncols=2)
     axes[2].grid(alpha=0.3)
-    return fig
+    return br_axes(fig)

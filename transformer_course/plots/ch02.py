@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from .common import PALETTE, to_numpy
+from .common import PALETTE, br_axes, to_numpy
 
 __all__ = ["scaling_figure", "soft_lookup_bars"]
 
@@ -22,7 +22,7 @@ def soft_lookup_bars(key_labels: Sequence[str], weights: torch.Tensor, title: st
     ax.set_ylabel("peso de atenção")
     ax.set_xlabel("chave")
     ax.set_title(title)
-    return fig
+    return br_axes(fig)
 
 
 def scaling_figure(d_ks: Sequence[int], stats: dict[str, torch.Tensor], n_keys: int) -> Figure:
@@ -46,4 +46,4 @@ def scaling_figure(d_ks: Sequence[int], stats: dict[str, torch.Tensor], n_keys: 
     axes[1].axhline(np.log(n_keys), ls="--", color="gray", label=f"máximo: ln {n_keys}")
     axes[0].legend(fontsize=8)
     axes[1].legend(fontsize=8)
-    return fig
+    return br_axes(fig)

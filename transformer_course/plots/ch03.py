@@ -11,7 +11,8 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
 from ..multihead import split_heads
-from .common import PALETTE, SEQUENTIAL, to_numpy
+from ..numbers import br_percent
+from .common import PALETTE, SEQUENTIAL, br_axes, to_numpy
 
 __all__ = ["head_grid", "head_split_figure", "heads_tradeoff_figure"]
 
@@ -67,7 +68,7 @@ def head_split_figure(seq_len: int = 4, d_model: int = 8, n_heads: int = 2) -> F
         "Errado: cada cabeça vê só parte dos tokens, misturados com colunas de outra cabeça",
         fontsize=11,
     )
-    return fig
+    return br_axes(fig)
 
 
 def head_grid(
@@ -102,7 +103,7 @@ def head_grid(
     fig.colorbar(image, ax=axes[:H].tolist(), label="peso", shrink=0.8)
     if title:
         fig.suptitle(title, fontsize=11)
-    return fig
+    return br_axes(fig)
 
 
 def heads_tradeoff_figure(results: dict[int, dict], d_model: int) -> Figure:
@@ -126,9 +127,9 @@ def heads_tradeoff_figure(results: dict[int, dict], d_model: int) -> Figure:
     acc = [100 * results[h]["accuracy"] for h in heads]
     ax_acc.plot(labels, acc, "o-", color=PALETTE[0])
     for x, a in enumerate(acc):
-        ax_acc.text(x, a + 2, f"{a:.0f}%", ha="center", fontsize=9)
+        ax_acc.text(x, a + 2, br_percent(a / 100, 0), ha="center", fontsize=9)
     ax_acc.axhline(100, ls="--", color="gray", lw=1)
     ax_acc.set_ylim(0, 112)
     ax_acc.set_ylabel("acurácia (%): anterior e seguinte")
     ax_acc.set_title("Tarefa dos vizinhos, mesmos parâmetros")
-    return fig
+    return br_axes(fig)

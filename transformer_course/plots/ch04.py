@@ -8,7 +8,8 @@ import torch
 from matplotlib.figure import Figure
 from torch.nn import functional as F
 
-from .common import PALETTE, SEQUENTIAL, to_numpy
+from ..numbers import br
+from .common import PALETTE, SEQUENTIAL, br_axes, to_numpy
 
 __all__ = [
     "LN_COLORS",
@@ -44,7 +45,7 @@ def activation_figure() -> Figure:
         ax.axvline(0, color="gray", lw=0.8)
         ax.grid(alpha=0.3)
         ax.legend()
-    return fig
+    return br_axes(fig)
 
 
 def gradient_profile_figure(results: dict[tuple[bool, int], torch.Tensor], depth: int) -> Figure:
@@ -67,7 +68,7 @@ def gradient_profile_figure(results: dict[tuple[bool, int], torch.Tensor], depth
     ax.set_title(f"Gradiente na inicialização, pilha de {depth} camadas")
     ax.grid(alpha=0.3, axis="y")
     ax.legend()
-    return fig
+    return br_axes(fig)
 
 
 def last_layer_gradient_figure(results: dict[tuple[bool, int], torch.Tensor]) -> Figure:
@@ -85,7 +86,7 @@ def last_layer_gradient_figure(results: dict[tuple[bool, int], torch.Tensor]) ->
     ax.set_title("A camada perto da saída: Post-LN não encolhe com L, Pre-LN encolhe")
     ax.grid(alpha=0.3)
     ax.legend()
-    return fig
+    return br_axes(fig)
 
 
 def residual_norm_figure(norms: dict[bool, torch.Tensor]) -> Figure:
@@ -103,7 +104,7 @@ def residual_norm_figure(norms: dict[bool, torch.Tensor]) -> Figure:
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend()
-    return fig
+    return br_axes(fig)
 
 
 def _weights_heatmap(ax, weights: torch.Tensor, query_labels, key_labels, title: str):
@@ -120,12 +121,12 @@ def _weights_heatmap(ax, weights: torch.Tensor, query_labels, key_labels, title:
         rgb = np.asarray(cmap(float(v))[:3])
         rgb = np.where(rgb <= 0.03928, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
         light = rgb @ [0.2126, 0.7152, 0.0722] > 0.408  # a regra do seaborn para a cor do texto
-        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8, color=".15" if light else "w")
+        ax.text(j, i, br(v, ".2f"), ha="center", va="center", fontsize=8, color=".15" if light else "w")
     ax.set_xticks(range(len(key_labels)), list(key_labels), rotation=45)
     ax.set_yticks(range(len(query_labels)), list(query_labels))
     ax.spines[:].set_visible(False)
     ax.set_xlabel("chave (posição atendida)")
-    ax.set_ylabel("consulta (quem pergunta)")
+    ax.set_ylabel("consulta (posição que atende)")
     ax.set_title(title)
     return image
 
@@ -150,4 +151,4 @@ def decoder_attention_figure(
     # uma barra de cores só: os dois mapas usam a mesma escala, de 0 a 1
     bar = fig.colorbar(image, ax=[ax_self, ax_cross], label="peso", aspect=15, pad=0.02)
     bar.outline.set_visible(False)
-    return fig
+    return br_axes(fig)

@@ -4,6 +4,8 @@ Usamos ``matplotlib.figure.Figure`` diretamente (sem ``pyplot``): a figura
 aparece uma vez só, quando a célula termina com ela, e não acumula memória.
 Mapas de cor seguros para daltônicos: ``viridis``/``cividis`` (sequenciais)
 e ``RdBu`` (divergente); cores de linhas da paleta ``colorblind`` do seaborn.
+Todo número que a figura escreve (marcas dos eixos, barras de cor, anotações, legendas)
+sai no formato brasileiro, por ``transformer_course.numbers`` (:func:`br_axes`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ import numpy as np
 import torch
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
 
-__all__ = ["DIVERGING", "PALETTE", "SEQUENTIAL", "attention_heatmap", "to_numpy"]
+from ..numbers import br, br_formatter
+
+__all__ = ["DIVERGING", "PALETTE", "SEQUENTIAL", "attention_heatmap", "br_axes", "to_numpy"]
 
 # A paleta ``colorblind`` do seaborn, escrita aqui: importar o seaborn (e o pandas que ele puxa)
 # custa mais que o resto das figuras; ele só é importado quando um mapa de calor anotado é desenhado.
@@ -32,6 +37,20 @@ DIVERGING = "RdBu_r"
 
 def to_numpy(x) -> np.ndarray:
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def br_axes(fig: Figure) -> Figure:
+    """Marcas numéricas de todos os eixos de ``fig`` (barras de cor incluídas) com vírgula decimal.
+
+    Troca só o formatador padrão (``ScalarFormatter``, que escreve "0.5"): eixos com rótulos de
+    texto (palavras) ou em escala log (potências, sem casas decimais) ficam como estão. Chame
+    depois de montar a figura; uma barra de cor refeita do zero volta ao formatador padrão.
+    """
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if isinstance(axis.get_major_formatter(), ScalarFormatter):
+                axis.set_major_formatter(br_formatter())
+    return fig
 
 
 def attention_heatmap(
@@ -51,14 +70,16 @@ def attention_heatmap(
         ax = fig.add_subplot()
     else:
         fig = ax.figure
+    values = to_numpy(weights)
+    labels = np.vectorize(lambda v: br(v, ".2f"))(values) if annotate else False
     sns.heatmap(
-        to_numpy(weights),
+        values,
         ax=ax,
         cmap=SEQUENTIAL,
         vmin=0.0,
         vmax=1.0,
-        annot=annotate,
-        fmt=".2f",
+        annot=labels,
+        fmt="",
         xticklabels=list(key_labels),
         yticklabels=list(query_labels),
         square=False,
@@ -66,8 +87,8 @@ def attention_heatmap(
         annot_kws={"fontsize": 8},
     )
     ax.set_xlabel("chave (posição atendida)")
-    ax.set_ylabel("consulta (quem pergunta)")
+    ax.set_ylabel("consulta (posição que atende)")
     ax.set_title(title)
     ax.tick_params(axis="x", rotation=45)
     ax.tick_params(axis="y", rotation=0)
-    return fig
+    return br_axes(fig)

@@ -10,10 +10,11 @@ from functools import lru_cache, partial
 
 import torch
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator, ScalarFormatter
+from matplotlib.ticker import MaxNLocator
 
 from .. import positional
 from ..experiments.ch01 import cosine_similarity_matrix, toeplitz_deviation
+from ..numbers import br, br_formatter
 from ..plots import DIVERGING, SEQUENTIAL
 from ..runtime import one_thread
 from ._view import Blit, PngRenderer, interactive_png, student_only
@@ -72,9 +73,7 @@ def scheme_matrices(scheme: str, d_model: int, length: int, seed: int = 0) -> di
             "left_title": f"−m_h·d para as {ALIBI_HEADS} cabeças (não depende de d_model)",
             "xlabel": "distância d = |i − j|",
             "ylabel": "cabeça h (1 = a mais inclinada)",
-            "right_title": f"viés da cabeça 1 (m = {2 ** (-8 / ALIBI_HEADS):g}): −m·|i − j|".replace(
-                ".", ","
-            ),
+            "right_title": f"viés da cabeça 1 (m = {br(2 ** (-8 / ALIBI_HEADS), 'g')}): −m·|i − j|",
         }
     raise ValueError(f"Esquema desconhecido: {scheme!r}; use um de {SCHEMES}.")
 
@@ -98,6 +97,7 @@ class PositionalExplorer:
             axis.set_major_locator(MaxNLocator(4, integer=True))
         for cbar in (self.cbar_left, self.cbar_right):
             cbar.locator = MaxNLocator(4)
+            cbar.formatter = br_formatter()  # vírgula decimal nas marcas da barra de cor
         self.ax_right.set_xlabel("posição j")
         self.ax_right.set_ylabel("posição i")
         # O veredito (poucas variantes: o desenho dele é guardado) e, numa linha menor, os números
@@ -166,14 +166,16 @@ class PositionalExplorer:
             self.ax_left.set_yticks(range(ALIBI_HEADS), labels=[str(h + 1) for h in range(ALIBI_HEADS)])
         else:
             self.ax_left.yaxis.set_major_locator(MaxNLocator(4, integer=True))
-            self.ax_left.yaxis.set_major_formatter(ScalarFormatter())
+            self.ax_left.yaxis.set_major_formatter(br_formatter())
         self.ax_left.set_title(data["left_title"], fontsize=10)
         self.ax_left.set_xlabel(data["xlabel"])
         self.ax_left.set_ylabel(data["ylabel"])
         self.ax_right.set_title(data["right_title"], fontsize=10)
         verdict = "depende só de i − j" if deviation < 1e-4 else "NÃO depende só de i − j"
         self.suptitle.set_text(f"{scheme}: a matriz da direita {verdict}")
-        self.details.set_text(f"d_model = {d_model}, T = {length}; desvio nas diagonais {deviation:.1g}")
+        self.details.set_text(
+            f"d_model = {d_model}, T = {length}; desvio nas diagonais {br(deviation, '.1g')}"
+        )
         return self.fig
 
 

@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 
 from ..attention import attention_entropy
 from ..experiments.ch02 import dk_weight_maps, scaling_statistics
+from ..numbers import br, br_formatter
 from ..plots import PALETTE, SEQUENTIAL
 from ._view import Blit, PngRenderer, interactive_png, student_only
 
@@ -53,7 +54,10 @@ class DkExplorer:
             ax.set_yticks(range(0, seq_len, 2))
             ax.set_title(title)
             self.images.append(image)
-        self.fig.colorbar(self.images[-1], ax=[ax_raw, ax_scaled], label="peso", shrink=0.9)
+        self.fig.colorbar(
+            self.images[-1], ax=[ax_raw, ax_scaled], label="peso", shrink=0.9, format=br_formatter()
+        )
+        ax_curve.yaxis.set_major_formatter(br_formatter())
         self.suptitle = self.fig.suptitle("")
         self.update(64)
         # Layout calculado uma vez e congelado; cada PNG redesenha só o que muda sobre o fundo fixo
@@ -70,8 +74,9 @@ class DkExplorer:
         self.marker.set_xdata([math.log2(d_k)] * 2)
         h_raw, h_scaled = attention_entropy(raw).mean().item(), attention_entropy(scaled).mean().item()
         self.suptitle.set_text(
-            f"d_k = {d_k}: desvio dos scores {self.stats['std_raw'][i]:.1f} sem escala, "
-            f"{self.stats['std_scaled'][i]:.2f} com escala; entropia {h_raw:.2f} vs {h_scaled:.2f} nats"
+            f"d_k = {d_k}: desvio dos scores {br(self.stats['std_raw'][i], '.1f')} sem escala, "
+            f"{br(self.stats['std_scaled'][i], '.2f')} com escala; "
+            f"entropia {br(h_raw, '.2f')} contra {br(h_scaled, '.2f')} nats"
         )
         return self.fig
 

@@ -10,6 +10,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from ..experiments.ch03 import SENTENCE, NeighborConfig, divisors, encode_words, train_neighbor_models
+from ..numbers import br_formatter, br_percent
 from ..plots import SEQUENTIAL
 from ._view import Blit, PngRenderer, interactive_png, student_only
 
@@ -59,7 +60,7 @@ class HeadsExplorer:
         cax = self.fig.add_axes((0.86, 0.2, 0.02, 0.56))
         cmap = colormaps[SEQUENTIAL].with_extremes(bad="white")  # NaN (entre as cabeças) em branco
         self.image = self.ax.imshow(np.zeros((1, 1)), cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
-        self.fig.colorbar(self.image, cax=cax, label="peso")
+        self.fig.colorbar(self.image, cax=cax, label="peso", format=br_formatter())
         for side in ("top", "right", "bottom", "left"):
             self.ax.spines[side].set_visible(False)
         self.ax.set_xlabel("chave (palavra atendida)")
@@ -107,7 +108,7 @@ class HeadsExplorer:
         d = self.cfg.d_model
         self.suptitle.set_text(
             f"H = {n_heads} {'cabeça' if n_heads == 1 else 'cabeças'}, d_k = {d // n_heads}; acurácia na "
-            f"tarefa dos vizinhos: {result['accuracy']:.0%}"
+            f"tarefa dos vizinhos: {br_percent(result['accuracy'], 0)}"
         )
         self.params.set_text(
             f"{result['n_attention_params']} parâmetros na atenção (4·{d}² + 4·{d}), os mesmos para todo H"

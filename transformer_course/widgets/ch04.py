@@ -7,6 +7,7 @@ import torch
 from matplotlib.figure import Figure
 
 from ..experiments.ch04 import ln_gradient_experiment
+from ..numbers import br, br_formatter
 from ..plots.ch04 import LN_COLORS, LN_NAMES
 from ._view import Blit, PngRenderer, interactive_png, student_only
 
@@ -56,6 +57,8 @@ class LNGradientExplorer:
         ax_last.set_title("Última camada × profundidade")
         ax_last.grid(alpha=0.3)
         last_legend = ax_last.legend(fontsize=8)
+        for ax in (self.ax_bars, ax_last):
+            ax.yaxis.set_major_formatter(br_formatter())
         self.title = self.ax_bars.set_title(" ")
         self.update("Pre-LN", min(6, self.max_depth))
         # Layout calculado uma vez e congelado; cada PNG redesenha, sobre o fundo fixo, só o que muda:
@@ -95,8 +98,8 @@ class LNGradientExplorer:
         self.marker.set_xdata([depth, depth])
         ratio = values[0] / values[-1]
         self.ax_bars.set_title(
-            f"{LN_NAMES[norm_first]}, {depth} camada(s): primeira/última = {ratio:.1f}×; "
-            f"última = {values[-1]:.2f}"
+            f"{LN_NAMES[norm_first]}, {depth} camada(s): primeira/última = {br(ratio, '.1f')}×; "
+            f"última = {br(values[-1], '.2f')}"
         )
         return self.fig
 
