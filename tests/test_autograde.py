@@ -100,5 +100,25 @@ def test_autograde_end_to_end(chapter, tmp_path):
         hidden_call = "check_scaled_dot_product_attention_hidden("
         assert hidden_call not in text, "a devolutiva mostra os testes ocultos"
         assert "BEGIN HIDDEN TESTS" not in text
-        # As perguntas abertas ainda sem nota aparecem "a corrigir", não como pontos perdidos.
+        # As perguntas abertas ainda sem nota aparecem "a corrigir", não como pontos perdidos: o
+        # cabeçalho separa a nota (sobre os pontos já corrigidos) dos pontos a corrigir, em pt-BR.
         assert "a corrigir" in text
+        heading = re.sub(
+            r"\s+", " ", re.search(r"<h4 class=\"grade-summary\">(.*?)</h4>", html, re.S).group(1)
+        )
+        shown = re.search(
+            r"Nota: ([\d,]+) de ([\d,]+) pontos? corrigidos; ([\d,]+) pontos? a corrigir", heading
+        )
+        assert shown and not re.search(r"\d\.\d", heading), heading
+        number = lambda s: float(s.replace(",", "."))  # noqa: E731
+        graded = nbformat.read(
+            course / "grading" / "autograded" / "sem_escala" / chapter / f"{chapter}.ipynb", as_version=4
+        )
+        manual = sum(
+            c.metadata["nbgrader"]["points"]
+            for c in graded.cells
+            if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")
+        )
+        assert number(shown[1]) == pytest.approx(scores["sem_escala"][0]), (heading, scores)
+        assert number(shown[2]) == pytest.approx(max_auto), (heading, max_auto)
+        assert number(shown[3]) == pytest.approx(manual) and manual > 0, (heading, manual)
