@@ -97,8 +97,8 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device} | modo rápido: {RAP
 # (`transformer_course.data`). Há três classes, A, B e C, e cada uma tem a sua **faixa** de tokens
 # no vocabulário. Uma sequência da classe A mistura:
 #
-# - tokens da faixa de A (o sinal), em cerca de 25 % das posições;
-# - tokens das faixas de B e C (confusores), em cerca de 15 %;
+# - tokens da faixa de A (o sinal), em cerca de 25% das posições;
+# - tokens das faixas de B e C (confusores), em cerca de 15%;
 # - tokens neutros ("·3", "·7"...), que não dizem nada, no resto.
 #
 # As sequências têm de 4 a 16 tokens; as mais curtas são completadas com `<pad>` (id 0). Tudo é
@@ -142,7 +142,7 @@ for caso, onde in (("empate", confusora == do_sinal), ("os confusores vencem", c
 plots.dataset_overview(dados.labels, dados.lengths, tarefa.n_classes, nomes_classes)
 
 # %% [markdown]
-# Dividimos em treino (70 %), validação (15 %) e teste (15 %). Cada lote é cortado no comprimento
+# Dividimos em treino (70%), validação (15%) e teste (15%). Cada lote é cortado no comprimento
 # da sua sequência mais longa (o *padding* que sobra é mascarado na atenção, capítulo 5).
 
 # %%
@@ -157,7 +157,7 @@ len(treino), len(validacao), len(teste), tuple(x.shape), tuple(y.shape)
 # **As linhas de referência.** A de baixo é o chute: 1/3 de acerto. A de cima é uma regra sem
 # aprendizado nenhum: "conte os tokens de cada faixa e escolha a que mais aparece". Para estes dados,
 # ela é a melhor regra possível. Cada posição traz um token da faixa da classe certa com
-# probabilidade 0,25 e um de cada faixa errada com 0,075 (os 15 % de confusores divididos entre as
+# probabilidade 0,25 e um de cada faixa errada com 0,075 (os 15% de confusores divididos entre as
 # duas outras classes); os neutros e a ordem não dizem nada. Então a classe mais provável, dada a
 # sequência, é a da faixa que mais aparece, e num empate nenhuma regra faz melhor que escolher uma
 # das empatadas. Um modelo só passa dessa regra por sorte da amostra; um que chega perto dela
@@ -752,7 +752,7 @@ summarize(pre_ln, EXPERIMENTO.seeds)
 
 # %% [markdown]
 # O resumo das duas tabelas: em cada arranjo e condição, quantas sementes terminaram **presas no
-# chute** (acurácia de validação final abaixo de 40 %, perto de 1/3):
+# chute** (acurácia de validação final abaixo de 40%, perto de 1/3):
 
 # %%
 def presas_no_chute(resultado):
@@ -820,13 +820,13 @@ def presas_no_chute(resultado):
 # %% [markdown]
 # **Pergunta 2 (2 pontos).** Uma colega treina um *Transformer* de 3 classes e mostra esta curva de
 # perda de treino por passo: começa em 1,10, cai até 0,60 no passo 300, sobe de repente para 1,10 no
-# passo 320 e fica lá, reta, até o passo 2000; a acurácia de validação vai a 33 % e não muda mais.
+# passo 320 e fica lá, reta, até o passo 2000; a acurácia de validação vai a 33% e não muda mais.
 # O que provavelmente aconteceu? Dê duas coisas que você mudaria, em ordem de prioridade, e diga
 # o que esperaria ver na curva depois de cada mudança.
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "q_divergence", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
-# **Resposta modelo.** 1,10 ≈ ln 3 é a perda de quem chuta entre 3 classes, e 33 % de acurácia é
+# **Resposta modelo.** 1,10 ≈ ln 3 é a perda de quem chuta entre 3 classes, e 33% de acurácia é
 # prever sempre a mesma classe: a rede estava aprendendo e **divergiu** no passo ≈ 320 — um passo
 # grande demais (taxa alta no pico do agendamento, um lote com gradiente enorme) a jogou num estado
 # degenerado (por exemplo, ativações saturadas, logits constantes), e, como a perda fica reta, ela não
@@ -838,7 +838,7 @@ def presas_no_chute(resultado):
 # Pre-LN, verificar NaN/inf nos dados ou na perda, usar o melhor ponto de controle anterior ao salto.
 #
 # **Rubrica (2 pontos).**
-# - 1 ponto: reconhece 1,10 = ln 3 (nível do chute) e 33 % como "prevê uma classe só" e conclui
+# - 1 ponto: reconhece 1,10 = ln 3 (nível do chute) e 33% como "prevê uma classe só" e conclui
 #   que o treino divergiu/colapsou num passo específico, ligando isso a passos grandes demais.
 # - 1 ponto: duas mudanças plausíveis e priorizadas (taxa/aquecimento, recorte do gradiente, Pre-LN,
 #   ordem do laço...) com o efeito esperado na curva. Meio ponto se faltar o efeito esperado.

@@ -86,8 +86,8 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device} | modo rápido: {RAP
 # - **Só-codificador** (BERT, RoBERTa): autoatenção **bidirecional**, cada posição vê a frase inteira.
 #   Ótimo para *entender* um texto já completo: classificar, marcar entidades, achar a resposta num
 #   trecho. O BERT foi pré-treinado como modelo de linguagem mascarado (*masked language model*):
-#   sorteia 15 % das posições para prever; dessas, 80 % viram o token `[MASK]`, 10 % viram um token
-#   aleatório e 10 % ficam como estão (Devlin et al., 2019, seção 3.1), e o modelo aprende a
+#   sorteia 15% das posições para prever; dessas, 80% viram o token `[MASK]`, 10% viram um token
+#   aleatório e 10% ficam como estão (Devlin et al., 2019, seção 3.1), e o modelo aprende a
 #   recuperar o token original olhando os dois lados. Ele não gera texto da esquerda para a direita.
 # - **Só-decodificador** (GPT, LLaMA): autoatenção **causal**, cada posição vê só o passado. Treina
 #   prevendo o próximo token em qualquer texto, sem rótulos, e gera um token por vez.
@@ -355,11 +355,11 @@ linha_unigramas = unigram_baseline(treino, validacao, tokenizador.vocab_size)
 # metade. Amarrar os pesos da entrada e da saída, que ajuda modelos maiores, aqui atrapalhou muito.
 # As trocas que tornam o passo mais barato (largura $D = 48$, FFN de $2D$, lote de 24) e gastam a
 # economia em mais passos ficam perto da receita: de 0,04 abaixo (o lote de 24, que no fim gasta
-# uns 13 % a mais de tempo, quando 200 passos a mais da própria receita dão 0,09) até praticamente
+# uns 13% a mais de tempo, quando 200 passos a mais da própria receita dão 0,09) até praticamente
 # empatar ($D = 48$). Duas rodadas da própria receita, uma com 1 e outra com 2 threads, já diferem
 # em 0,01 (as somas em ponto flutuante mudam de ordem e o treino segue outro caminho): nada ali
 # ganha com folga, e ficamos com a receita mais simples. O custo por passo também oscila
-# uns 10 % de uma rodada para outra (as duas primeiras linhas fazem o mesmo passo).
+# uns 10% de uma rodada para outra (as duas primeiras linhas fazem o mesmo passo).
 #
 # Duas escolhas fora da tabela pesaram mais que quase todas as linhas dela. A perda é medida no
 # texto de validação inteiro: numa versão anterior, estimada em 4 lotes sorteados, o mesmo modelo
