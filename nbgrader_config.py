@@ -107,6 +107,12 @@ c.HTMLExporter.extra_template_basedirs = [
     os.path.join(_COURSE_PKG, "templates"),
     os.path.join(_NBGRADER_PKG, "server_extensions", "formgrader", "templates"),
 ]
+# Os pontos da devolutiva em pt-BR ("17 de 17 pontos corrigidos; 4 pontos a corrigir", "8,5"): filtros
+# Jinja do modelo `feedback`.
+c.HTMLExporter.filters = {
+    "pontos": "transformer_course.instructor.preprocessors.points",
+    "pontos_por_extenso": "transformer_course.instructor.preprocessors.points_phrase",
+}
 
 # ------------------------------------------------------------------ entregas baixadas de um AVA (zip_collect)
 # `nbgrader zip_collect NN_nome` lê grading/downloaded/NN_nome/archive/ (zips ou arquivos soltos).

@@ -22,10 +22,12 @@
 #    formas que se difunde (*broadcasting*) sem surpresas;
 # 3. traduzir entre as convenções do PyTorch, que discordam entre si sobre o que `True` quer dizer;
 # 4. entender o que acontece com uma linha totalmente mascarada — NaN num *softmax* escrito à mão com
-#    $-\infty$ (e no `nn.MultiheadAttention`), zeros no `F.scaled_dot_product_attention`, pesos
+#    $-\infty$ e no `nn.MultiheadAttention` com `need_weights=True` (o padrão), zeros no
+#    `F.scaled_dot_product_attention` e no `nn.MultiheadAttention` com `need_weights=False`, pesos
 #    uniformes (um vazamento) com $-10^9$ — e o que muda em float16; e escrever um softmax
 #    mascarado que devolve zeros;
-# 5. **provar** que um modelo é causal com um teste de propriedade que você pode reutilizar.
+# 5. **testar** a causalidade de um modelo com um teste de propriedade que você pode reutilizar, e
+#    saber o que esse teste mostra (um vazamento, quando acha um) e o que ele não prova.
 #
 # **Pré-requisitos.** Capítulo 2 (atenção por produto escalar escalado, com máscara booleana).
 # O capítulo 3 ajuda a entender o eixo das cabeças.
@@ -38,12 +40,15 @@
 # **Convenção do curso:** máscaras booleanas com **True = pode atender**, a de
 # `F.scaled_dot_product_attention`.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 # %matplotlib inline
+from contextlib import nullcontext
+
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.bias import causal_lower_right
 
 from transformer_course import plots
 from transformer_course.attention import scaled_dot_product_attention as attention_ref
@@ -59,6 +64,7 @@ from transformer_course.masks import causal_mask as causal_mask_ref
 from transformer_course.masks import decoder_self_mask as decoder_self_mask_ref
 from transformer_course.masks import masked_softmax as masked_softmax_ref
 from transformer_course.masks import padding_mask as padding_mask_ref
+from transformer_course.numbers import br
 from transformer_course.runtime import get_device, seeded_generator
 
 torch.manual_seed(0)
@@ -96,8 +102,8 @@ sem_mascara, _ = attention_ref(x_longa, x_longa, x_longa)
 com_mascara, _ = attention_ref(x_longa, x_longa, x_longa, padding_mask_ref(longa)[:, 0])
 referencia, _ = attention_ref(x_curta, x_curta, x_curta)
 {
-    "sem máscara: max |Δ| nas posições reais": round((sem_mascara[:, :4] - referencia).abs().max().item(), 3),
-    "com máscara de padding": (com_mascara[:, :4] - referencia).abs().max().item(),
+    "sem máscara: max |Δ| nas posições reais": br((sem_mascara[:, :4] - referencia).abs().max(), ".3f"),
+    "com máscara de padding": br((com_mascara[:, :4] - referencia).abs().max()),
 }
 
 # %% [markdown]
@@ -295,7 +301,7 @@ plots.mask_panels(
 # |---|---|---|---|---|
 # | `F.scaled_dot_product_attention` | `attn_mask` | bool | **pode atender** (a do curso) | difundível para $(\ldots, T_q, T_k)$ |
 # | `F.scaled_dot_product_attention` | `attn_mask` | float | valor **somado** aos scores ($0$ ou $-\infty$) | difundível |
-# | `F.scaled_dot_product_attention` | `is_causal=True` | — | máscara causal implícita | — |
+# | `F.scaled_dot_product_attention` | `is_causal=True` | — | máscara causal implícita, alinhada no canto **superior esquerdo** (veja a demonstração 2) | — |
 # | `nn.MultiheadAttention` (e `nn.Transformer*Layer`) | `attn_mask` | bool | **bloqueado** | $(T_q, T_k)$ ou $(B \cdot H, T_q, T_k)$ |
 # | `nn.MultiheadAttention` | `key_padding_mask` | bool | **é padding** (bloqueado) | $(B, T_k)$ |
 # | `nn.Transformer.generate_square_subsequent_mask` | — | float | $-\infty$ acima da diagonal, $0$ no resto | $(T, T)$ |
@@ -319,13 +325,14 @@ variantes = {
     ),
     "bool INVERTIDA (erro!)": F.scaled_dot_product_attention(Q, K, V, attn_mask=~mascara_lote),
 }
-{nome: round((saida - nossa).abs().max().item(), 6) for nome, saida in variantes.items()}
+{nome: br((saida - nossa).abs().max(), ".2g") for nome, saida in variantes.items()}
 
 # %% [markdown]
 # As duas primeiras coincidem com a nossa (diferença 0 ou da ordem de $10^{-7}$, arredondamento);
 # passar a máscara invertida não gera erro nenhum, só uma resposta errada.
 #
-# **Demonstração 2 — `is_causal` e a máscara que o `nn.Transformer` fabrica:**
+# **Demonstração 2 — `is_causal` e a máscara que o `nn.Transformer` fabrica.** Com tantas consultas
+# quantas chaves ($T_q = T_k$), `is_causal=True` é a nossa máscara causal:
 
 # %%
 Qc, Kc, Vc = (torch.randn(1, 1, 4, 8, generator=gen) for _ in range(3))
@@ -333,6 +340,79 @@ por_flag = F.scaled_dot_product_attention(Qc, Kc, Vc, is_causal=True)
 por_mascara = F.scaled_dot_product_attention(Qc, Kc, Vc, attn_mask=causal_mask_ref(4))
 print("is_causal = máscara causal?", torch.allclose(por_flag, por_mascara))
 nn.Transformer.generate_square_subsequent_mask(4)
+
+# %% [markdown]
+# **Quando $T_q \ne T_k$, `is_causal=True` erra o alinhamento.** Na geração com cache de chaves e
+# valores (*KV cache*, capítulo 7), só as consultas dos *tokens* novos passam pela atenção, mas as
+# chaves e os valores são os da sequência inteira: $T_q < T_k$, e as consultas são as **últimas**
+# posições. A documentação de `F.scaled_dot_product_attention` diz que, com uma máscara não quadrada,
+# `is_causal=True` usa a máscara alinhada no canto **superior esquerdo**: a consulta $i$ vê as chaves
+# $0..i$, como se as consultas fossem as **primeiras** posições. Para as últimas, o alinhamento certo é
+# o do canto **inferior direito** — a consulta $i$ vê as chaves $0..i + (T_k - T_q)$ —, que o PyTorch
+# oferece em `torch.nn.attention.bias.causal_lower_right`.
+#
+# Medimos numa sequência de 6 posições: primeiro a atenção causal inteira; depois só as 2 últimas
+# consultas contra as 6 chaves, como na geração com cache. As saídas dessas 2 posições têm de ser as
+# mesmas nos dois cálculos:
+
+# %%
+Qs, Ks, Vs = (torch.randn(1, 1, 6, 8, generator=gen) for _ in range(3))  # (B, H, T, Dk), T = 6
+inteira = F.scaled_dot_product_attention(Qs, Ks, Vs, is_causal=True)[:, :, 4:]  # as posições 4 e 5
+Q_novas = Qs[:, :, 4:]  # (1, 1, 6, 8) -> (1, 1, 2, 8): só as consultas novas; chaves e valores: as 6
+superior_esquerda = torch.ones(2, 6, dtype=torch.bool).tril()  # a consulta i vê as chaves 0..i
+inferior_direita = torch.ones(2, 6, dtype=torch.bool).tril(diagonal=6 - 2)  # vê as chaves 0..i + 4
+com_flag = F.scaled_dot_product_attention(Q_novas, Ks, Vs, is_causal=True)
+com_lower_right = F.scaled_dot_product_attention(Q_novas, Ks, Vs, attn_mask=causal_lower_right(2, 6))
+{
+    "is_causal=True usa a máscara superior esquerda?": torch.allclose(
+        com_flag, F.scaled_dot_product_attention(Q_novas, Ks, Vs, attn_mask=superior_esquerda)
+    ),
+    "causal_lower_right = máscara inferior direita?": torch.allclose(
+        com_lower_right, F.scaled_dot_product_attention(Q_novas, Ks, Vs, attn_mask=inferior_direita)
+    ),
+    "is_causal=True: max |Δ| para a atenção inteira": br((com_flag - inteira).abs().max(), ".3f"),
+    "causal_lower_right: max |Δ| para a atenção inteira": br((com_lower_right - inteira).abs().max(), ".2g"),
+}
+
+# %%
+plots.mask_panels(
+    [superior_esquerda, inferior_direita],
+    ["is_causal=True (superior esquerda)", "causal_lower_right (inferior direita)"],
+    [f"pos. {j}" for j in range(6)],
+    ylabel="consulta nova",
+    suptitle="2 consultas novas (as posições 4 e 5) contra 6 chaves",
+    row_labels=["pos. 4", "pos. 5"],
+)
+
+# %% [markdown]
+# Com `is_causal=True`, a consulta da posição 4 só vê a chave 0, e a da posição 5, as chaves 0 e 1:
+# as saídas mudam, sem erro nenhum. Com `causal_lower_right`, elas são as da atenção inteira (a
+# diferença é 0 ou arredondamento).
+#
+# **E `is_causal=True` junto com `attn_mask`?** A documentação diz que passar os dois é um erro. O que
+# acontece de fato depende do núcleo (*kernel*) que o PyTorch escolhe para a conta. Com a causal e
+# uma máscara de *padding* que bloqueia a chave 5:
+
+# %%
+so_padding = torch.tensor([[True, True, True, True, True, False]])  # (1, Tk): a chave 5 é <pad>
+as_duas = causal_mask_ref(6) & so_padding  # (6, 6) & (1, 6) -> (6, 6): a combinação feita por nós
+por_nucleo = {}
+for nome, contexto in (("escolha automática", nullcontext()), ("só o núcleo MATH", sdpa_kernel(SDPBackend.MATH))):
+    with contexto:
+        try:
+            saida = F.scaled_dot_product_attention(Qs, Ks, Vs, attn_mask=so_padding, is_causal=True)
+            iguais = torch.allclose(saida, F.scaled_dot_product_attention(Qs, Ks, Vs, attn_mask=as_duas))
+            por_nucleo[nome] = f"aceitou; igual à combinação das duas máscaras: {iguais}"
+        except RuntimeError as erro:
+            por_nucleo[nome] = f"RuntimeError: {erro}"
+por_nucleo
+
+# %% [markdown]
+# A saída acima mostra o que cada núcleo fez com a versão do PyTorch impressa no início: um pode
+# aceitar (e aplicar as duas máscaras) enquanto outro recusa, e numa GPU os núcleos são outros. Um
+# programa que dependa do comportamento de um deles quebra no outro. O caminho seguro é o deste
+# capítulo: combine as máscaras num tensor só (é o que `decoder_self_mask` faz) e passe apenas
+# `attn_mask`.
 
 # %% [markdown]
 # **Demonstração 3 — `nn.MultiheadAttention`, onde `True` quer dizer bloqueado.** O mesmo módulo,
@@ -347,7 +427,7 @@ with torch.no_grad():
     por_attn, _ = mha(x, x, x, attn_mask=to_mha_attn_mask(pad_lote, n_heads=2, q_len=6))  # (4, 6, 6)
     esquecida, _ = mha(x, x, x, key_padding_mask=pad_lote[:, 0, 0])  # a NOSSA convenção, sem converter
 {
-    "key_padding_mask convertida vs attn_mask convertida": (por_kpm - por_attn).abs().max().item(),
+    "key_padding_mask convertida vs attn_mask convertida": br((por_kpm - por_attn).abs().max(), ".2g"),
     "sem converter: posições com NaN": int(esquecida.isnan().any(-1).sum()),
 }
 
@@ -465,7 +545,7 @@ x2, _ = attention_ref(x1, x1, x1, mascara_4d[:, 0])
 {
     "posições com NaN após a camada 1": int(x1.isnan().any(-1).sum()),
     "após a camada 2": int(x2.isnan().any(-1).sum()),
-    "uma perda que use qualquer posição": x2.sum().item(),
+    "uma perda que use qualquer posição": br(x2.sum()),
 }
 
 # %% [markdown]
@@ -476,7 +556,7 @@ x2, _ = attention_ref(x1, x1, x1, mascara_4d[:, 0])
 
 # %%
 pesos_1e9 = s.masked_fill(~mascara_esq, -1e9).softmax(-1)  # (6, 6)
-{"peso das linhas 0 e 1 nas chaves 2..5 (o futuro)": [round(p, 4) for p in pesos_1e9[:2, 2:].sum(-1).tolist()]}
+{"peso das linhas 0 e 1 nas chaves 2..5 (o futuro)": [br(p, ".4f") for p in pesos_1e9[:2, 2:].sum(-1)]}
 
 # %% [markdown]
 # Nessas posições a saída costuma ser descartada (a perda ignora os `<pad>`, e nenhuma consulta
@@ -485,7 +565,7 @@ pesos_1e9 = s.masked_fill(~mascara_esq, -1e9).softmax(-1)  # (6, 6)
 # a escolha do `F.scaled_dot_product_attention`, e o que o seu `masked_softmax` vai fazer.
 #
 # **E em float16?** Treinar em precisão mista (*mixed precision*), com os scores em float16, é comum
-# em GPU. O maior número finito do float16 é 65504, então $-10^9$ **não cabe**:
+# em GPU. O maior número finito do float16 é 65.504, então $-10^9$ **não cabe**:
 
 # %%
 s16 = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float16)
@@ -494,20 +574,20 @@ try:
     s16.masked_fill(bloqueia_2, -1e9)
 except RuntimeError as erro:
     print("masked_fill com -1e9 em float16:", erro)
-print("-1e9 convertido para float16:", torch.tensor(-1e9).half().item())
+print("-1e9 convertido para float16:", br(torch.tensor(-1e9).half()))
 minimo = torch.finfo(torch.float16).min
-print("finfo(float16).min:", minimo)
+print("finfo(float16).min:", br(minimo, ",.0f"))
 scores16 = torch.tensor([-20.0, -16.0, -15.0, 0.0, 3.0, 15.0, 20.0], dtype=torch.float16)
-print("score + min:", dict(zip(scores16.tolist(), (scores16 + minimo).tolist())))
+print("score → score + min:", ", ".join(f"{br(a)} → {br(b, ',.0f')}" for a, b in zip(scores16, scores16 + minimo)))
 linha16 = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float16)  # uma linha toda bloqueada
-print("softmax(linha + min), máscara aditiva:", (linha16 + minimo).softmax(-1).tolist())
+print("softmax(linha + min), máscara aditiva:", [br(p, ".4f") for p in (linha16 + minimo).softmax(-1)])
 
 # %% [markdown]
 # Três armadilhas numa célula. `masked_fill` com $-10^9$ recusa. Converter $-10^9$ para float16 dá
 # $-\infty$ (e o NaN volta). E a receita "use `torch.finfo(dtype).min`" numa máscara **aditiva**
-# tem duas faces: perto de $65504$ os números do float16 vêm de 32 em 32, então
+# tem duas faces: perto de $65.504$ os números do float16 vêm de 32 em 32, então
 # $\text{score} + \text{min}$ transborda para $-\infty$ só quando o score é $\le -16$; para os
-# scores usuais, estritamente entre $-16$ e $16$, a soma arredonda **sempre** para $-65504$. As
+# scores usuais, estritamente entre $-16$ e $16$, a soma arredonda **sempre** para $-65.504$. As
 # posições bloqueadas ficam iguais, e uma linha toda bloqueada sai **uniforme**, como com $-10^9$ —
 # o mesmo vazamento. Preencher com `min` (`masked_fill`), em vez de somar, dá o mesmo numa linha
 # toda bloqueada. (O bfloat16 tem o alcance do float32, e $-10^9$ cabe nele.) A saída robusta, em
@@ -573,22 +653,26 @@ def atencao_segura(Q, K, V, mask):
 
 y1 = atencao_segura(x0, x0, x0, mascara_4d[:, 0])
 y2 = atencao_segura(y1, y1, y1, mascara_4d[:, 0])
-int(y2.isnan().sum()), y2[0, :2].abs().max().item()
+{"NaN na saída": int(y2.isnan().sum()), "max |saída| nos dois <pad>": br(y2[0, :2].abs().max())}
 
 # %% [markdown]
 # Nenhum NaN, e as duas posições de `<pad>` saem com zeros.
 
 # %% [markdown]
-# ## 6. Provando a causalidade
+# ## 6. Testando a causalidade
 #
-# "Pus a máscara causal" não é uma prova: ela pode estar transposta, invertida, esquecida numa das
+# "Pus a máscara causal" não garante nada: ela pode estar transposta, invertida, esquecida numa das
 # camadas, ou a informação pode vazar por outro caminho (uma normalização sobre a sequência, um
-# `mean(dim=1)`...). Uma **propriedade** testável resolve:
+# `mean(dim=1)`...). A definição dá um teste:
 #
-# > Um modelo é causal se, para todo corte $t$, trocar as entradas nas posições $> t$ **não muda**
-# > as saídas nas posições $\le t$.
+# > Um modelo é causal se, para **toda** entrada e todo corte $t$, trocar as entradas nas posições
+# > $> t$ **não muda** as saídas nas posições $\le t$.
 #
-# Vamos testar num decodificador mínimo de duas camadas, com a máscara ligada e desligada.
+# Um teste só experimenta **algumas** entradas e algumas trocas. Se uma troca muda o passado, o
+# modelo **não** é causal: um contraexemplo basta, e o teste diz onde o encontrou. Se nenhuma muda,
+# ganhamos evidência, não uma prova: o vazamento pode depender de entradas que não experimentamos
+# (o fim desta seção mostra um caso). Vamos testar num decodificador mínimo de duas camadas, com a
+# máscara ligada e desligada.
 
 # %%
 class MiniDecodificador(nn.Module):
@@ -625,10 +709,10 @@ frase = torch.randint(1, 20, (2, 8), generator=seeded_generator(5)).to(device)  
 
 # %%
 {
-    "com máscara: max |Δ| no passado": future_leak(lambda ids: modelo(ids, causal=True), frase, 4,
-                                                   seeded_generator(6), vocab_size=20),
-    "sem máscara": round(future_leak(lambda ids: modelo(ids, causal=False), frase, 4,
-                                     seeded_generator(6), vocab_size=20), 4),
+    "com máscara: max |Δ| no passado": br(future_leak(lambda ids: modelo(ids, causal=True), frase, 4,
+                                                      seeded_generator(6), vocab_size=20)),
+    "sem máscara": br(future_leak(lambda ids: modelo(ids, causal=False), frase, 4,
+                                  seeded_generator(6), vocab_size=20), ".4f"),
 }
 
 # %% [markdown]
@@ -651,8 +735,7 @@ plots.mask_panels(
 
 # %% [markdown]
 # **Um teste que você pode reutilizar.** `assert_causal(fn, x, ...)` percorre todos os cortes e
-# levanta `AssertionError` (com a posição do vazamento) se algum futuro influencia o passado. Use-o
-# no seu GPT do capítulo 7 — e em qualquer modelo autorregressivo que escrever daqui em diante.
+# levanta `AssertionError` (com a posição do vazamento) se algum futuro influencia o passado.
 
 # %%
 assert_causal(lambda ids: modelo(ids, causal=True), frase, seeded_generator(8), vocab_size=20)
@@ -661,6 +744,40 @@ try:
     assert_causal(lambda ids: modelo(ids, causal=False), frase, seeded_generator(8), vocab_size=20)
 except AssertionError as erro:
     print("sem a máscara:", erro)
+
+# %% [markdown]
+# **Passar no teste não é uma prova.** O teste só vê as entradas que você dá a ele. Um defeito comum
+# é um caminho do código que só algumas entradas percorrem. Abaixo, o mesmo modelo com um "atalho"
+# que, em sequências com mais de 8 posições, soma a cada saída a média de **todas** as posições —
+# futuro incluído. Com a frase de 8 posições usada até aqui, o teste passa; com uma de 12, ele acha o
+# vazamento:
+
+# %%
+def com_defeito(ids):
+    """O decodificador causal, mais a média da sequência inteira quando T > 8: um vazamento."""
+    saida = modelo(ids, causal=True)  # (B, T, D)
+    if ids.size(1) > 8:
+        saida = saida + saida.mean(dim=1, keepdim=True)  # (B, T, D) + (B, 1, D): o futuro entra
+    return saida
+
+
+frase_longa = torch.randint(1, 20, (2, 12), generator=seeded_generator(9)).to(device)  # (B, T) = (2, 12)
+for nome, entrada in (("T = 8", frase), ("T = 12", frase_longa)):
+    try:
+        assert_causal(com_defeito, entrada, seeded_generator(10), vocab_size=20)
+        print(f"{nome}: o teste passou")
+    except AssertionError as erro:
+        print(f"{nome}: {erro}")
+
+# %% [markdown]
+# Uma **prova** de causalidade olha a **estrutura** do modelo, não as saídas: a máscara causal em
+# **toda** camada de atenção, e nenhuma outra operação que misture posições. O resto (os
+# *embeddings*, a FFN, a LayerNorm sobre o último eixo) age em cada posição separadamente; então só
+# a atenção leva informação de uma posição a outra, e a máscara só deixa passar a do passado. O
+# teste continua valioso: em segundos ele acha os erros que uma leitura do código deixa passar (a
+# máscara transposta, uma camada sem ela), e passar nele com entradas variadas (vários comprimentos,
+# com e sem *padding*) é boa evidência. Use `assert_causal` no seu GPT do capítulo 7 — e em qualquer
+# modelo autorregressivo que escrever daqui em diante.
 
 # %% [markdown]
 # ## 7. Explore: comprimento, *padding* e causalidade
@@ -672,8 +789,7 @@ except AssertionError as erro:
 # Perguntas para guiar: com *padding* à direita e máscara causal, alguma linha fica vazia? E à
 # esquerda? Sem a causal, quando uma linha fica vazia?
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 from transformer_course.widgets import mask_widget
 
 mask_widget()
@@ -744,8 +860,10 @@ mask_widget()
 #   (desde o PyTorch 2.5) dá zeros. $-10^9$ dá pesos uniformes sobre **todas** as chaves, futuro
 #   incluído (e nem cabe em float16, onde $\text{score} + \text{min}$ também deixa a linha
 #   uniforme). O `masked_softmax` devolve zeros.
-# - Causalidade se prova com uma propriedade: trocar o futuro não muda o passado
-#   (`assert_causal`, `dependency_matrix`).
+# - Causalidade se **testa** com uma propriedade: trocar o futuro não pode mudar o passado
+#   (`assert_causal`, `dependency_matrix`). Um teste que falha prova um vazamento; um que passa é
+#   evidência para as entradas testadas. A prova olha a estrutura: a máscara em toda camada de
+#   atenção e nenhuma outra operação que misture posições.
 #
 # ## Para ir além
 #

@@ -19,12 +19,13 @@
 # 1. escrever o laço de treino (*training loop*) de um *Transformer* na ordem certa — zerar os
 #    gradientes, *forward*, perda, *backward*, recorte do gradiente, passo do otimizador, passo do
 #    agendador — e dizer o que quebra quando a ordem muda;
-# 2. avaliar um modelo do jeito certo: modo de avaliação, sem gradientes, devolvendo o modelo ao
-#    modo em que estava;
+# 2. avaliar um modelo do jeito certo: modo de avaliação, sem gradientes, a perda média **por
+#    exemplo** (que não depende de como os lotes foram cortados), devolvendo o modelo ao modo em que
+#    estava;
 # 3. escrever o agendamento de Noam, com aquecimento (*warm-up*), e ligá-lo ao otimizador com o
 #    `LambdaLR` do PyTorch;
-# 4. medir, com várias sementes, quando o aquecimento importa e quando não importa, e ler curvas
-#    de perda.
+# 4. medir, com várias sementes, quando o aquecimento importa e quando não importa, ler curvas
+#    de perda e comparar dois classificadores no mesmo conjunto de teste (uma comparação pareada).
 #
 # **Pré-requisitos.** Capítulos 2 a 5 (atenção, várias cabeças, a camada do codificador, máscaras);
 # o básico de `torch.optim` (um otimizador, `zero_grad`, `step`).
@@ -35,8 +36,7 @@
 # D `d_model`, H cabeças, Dk = D/H, F `d_ff`, V vocabulário, S comprimento da fonte (atenção cruzada).
 # Neste capítulo: C número de classes.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 # %matplotlib inline
 import dataclasses
 import math
@@ -57,6 +57,7 @@ from transformer_course.checks import (
 )
 from transformer_course.data import (
     TokenTaskConfig,
+    band_counts,
     class_counts,
     counting_accuracy,
     make_loader,
@@ -66,11 +67,13 @@ from transformer_course.data import (
 from transformer_course.experiments.ch06 import (
     ExperimentConfig,
     fit,
+    paired_comparison,
     run_warmup_experiment,
     student_or_reference,
     summarize,
 )
 from transformer_course.layers import TransformerClassifier
+from transformer_course.numbers import br, br_percent
 from transformer_course.runtime import get_device
 from transformer_course.training import ADAM_BETAS, ADAM_EPS, no_warmup_lr
 from transformer_course.training import evaluate as evaluate_ref
@@ -94,8 +97,8 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device} | modo rápido: {RAP
 # (`transformer_course.data`). Há três classes, A, B e C, e cada uma tem a sua **faixa** de tokens
 # no vocabulário. Uma sequência da classe A mistura:
 #
-# - tokens da faixa de A (o sinal), em cerca de 25 % das posições;
-# - tokens das faixas de B e C (confusores), em cerca de 15 %;
+# - tokens da faixa de A (o sinal), em cerca de 25% das posições;
+# - tokens das faixas de B e C (confusores), em cerca de 15%;
 # - tokens neutros ("·3", "·7"...), que não dizem nada, no resto.
 #
 # As sequências têm de 4 a 16 tokens; as mais curtas são completadas com `<pad>` (id 0). Tudo é
@@ -127,7 +130,7 @@ do_sinal = contagens.gather(1, dados.labels[:, None])[:, 0]  # (N, C) -> (N,): a
 confusora = contagens.scatter(1, dados.labels[:, None], -1).amax(dim=1)  # (N,): a outra faixa mais comum
 for caso, onde in (("empate", confusora == do_sinal), ("os confusores vencem", confusora > do_sinal)):
     i = int(onde.nonzero()[0, 0])
-    fracao = f"{onde.float().mean():.1%}".replace(".", ",")
+    fracao = br_percent(onde.float().mean())
     print(f"{caso} ({fracao} das sequências) — exemplo {i}, classe "
           f"{nomes_classes[dados.labels[i]]}, faixas A/B/C {contagens[i].tolist()}: {dados.decode(i)}")
 
@@ -139,7 +142,7 @@ for caso, onde in (("empate", confusora == do_sinal), ("os confusores vencem", c
 plots.dataset_overview(dados.labels, dados.lengths, tarefa.n_classes, nomes_classes)
 
 # %% [markdown]
-# Dividimos em treino (70 %), validação (15 %) e teste (15 %). Cada lote é cortado no comprimento
+# Dividimos em treino (70%), validação (15%) e teste (15%). Cada lote é cortado no comprimento
 # da sua sequência mais longa (o *padding* que sobra é mascarado na atenção, capítulo 5).
 
 # %%
@@ -154,7 +157,7 @@ len(treino), len(validacao), len(teste), tuple(x.shape), tuple(y.shape)
 # **As linhas de referência.** A de baixo é o chute: 1/3 de acerto. A de cima é uma regra sem
 # aprendizado nenhum: "conte os tokens de cada faixa e escolha a que mais aparece". Para estes dados,
 # ela é a melhor regra possível. Cada posição traz um token da faixa da classe certa com
-# probabilidade 0,25 e um de cada faixa errada com 0,075 (os 15 % de confusores divididos entre as
+# probabilidade 0,25 e um de cada faixa errada com 0,075 (os 15% de confusores divididos entre as
 # duas outras classes); os neutros e a ordem não dizem nada. Então a classe mais provável, dada a
 # sequência, é a da faixa que mais aparece, e num empate nenhuma regra faz melhor que escolher uma
 # das empatadas. Um modelo só passa dessa regra por sorte da amostra; um que chega perto dela
@@ -162,7 +165,7 @@ len(treino), len(validacao), len(teste), tuple(x.shape), tuple(y.shape)
 
 # %%
 regra_teste = counting_accuracy(*teste.tensors, tarefa)  # teste.tensors = (token_ids, rótulos)
-f"regra da contagem no teste: {regra_teste:.1%} de acerto; chute: {1 / tarefa.n_classes:.1%}".replace(".", ",")
+f"regra da contagem no teste: {br_percent(regra_teste)} de acerto; chute: {br_percent(1 / tarefa.n_classes)}"
 
 # %% [markdown]
 # ## 2. O laço de treino, passo a passo
@@ -184,7 +187,7 @@ modelo = TransformerClassifier(tarefa.vocab_size, tarefa.n_classes, d_model=64, 
                                d_ff=128, max_len=tarefa.max_len).to(device)
 logits, pesos = modelo(x.to(device))  # (B, T) -> (B, C) e uma lista de (B, H, T, T)
 perda = nn.CrossEntropyLoss()(logits, y.to(device))
-tuple(logits.shape), round(perda.item(), 3), round(math.log(3), 3)
+tuple(logits.shape), br(perda, ".3f"), br(math.log(3), ".3f")
 
 # %% [markdown]
 # **Os sete passos de cada lote**, nesta ordem:
@@ -195,7 +198,7 @@ tuple(logits.shape), round(perda.item(), 3), round(math.log(3), 3)
 # | 2 | `logits = model(x)` | *forward* |
 # | 3 | `loss = loss_fn(logits, y)` | um número só |
 # | 4 | `loss.backward()` | preenche `.grad` de cada parâmetro |
-# | 5 | `clip_grad_norm_(model.parameters(), max_grad_norm)` | limita o passo quando o gradiente é enorme |
+# | 5 | `clip_grad_norm_(model.parameters(), max_grad_norm)` | impede que um lote com gradiente enorme domine o passo (e, no Adam, as médias que decidem os passos seguintes) |
 # | 6 | `optimizer.step()` | atualiza os parâmetros com a taxa de aprendizado **atual** |
 # | 7 | `scheduler.step()` | avança a taxa para o próximo passo |
 #
@@ -205,7 +208,7 @@ tuple(logits.shape), round(perda.item(), 3), round(math.log(3), 3)
 w = torch.tensor([1.0, 2.0], requires_grad=True)
 for _ in range(2):
     (w**2).sum().backward()  # d/dw Σ w² = 2w = [2, 4]
-    print("w.grad =", w.grad.tolist())
+    print("w.grad = [" + "; ".join(br(g) for g in w.grad) + "]")
 
 # %% [markdown]
 # O segundo gradiente deveria ser $[2, 4]$ de novo; veio o dobro, porque foi somado ao primeiro.
@@ -218,6 +221,52 @@ for _ in range(2):
 #
 # A direção não muda; só o tamanho. Ele precisa vir **depois** do `backward()` (antes não há
 # gradiente) e **antes** do `optimizer.step()` (depois, o passo já foi dado com o gradiente inteiro).
+#
+# **O que o recorte faz com o Adam.** Com o SGD, encolher $g$ encolhe o passo. Com o Adam, não
+# exatamente: o passo de cada coordenada é $\mathrm{lr}\cdot\hat m/(\sqrt{\hat v}+\epsilon)$, a média
+# móvel do gradiente dividida pela raiz da média móvel do seu quadrado, e tem tamanho da ordem de
+# $\mathrm{lr}$ **qualquer que seja** a escala do gradiente (com os $\beta$ do artigo, no máximo
+# cerca de $\mathrm{lr}$: Kingma e Ba, 2015, seção 2.1). Um gradiente mil vezes maior não dá um
+# passo mil vezes maior. O estrago de um lote atípico é outro: ele domina a média $m$, e os passos seguintes andam na
+# direção **dele**; e infla $v$, que esquece devagar ($\beta_2 = 0{,}98$), então os passos seguintes
+# encolhem. O recorte impede as duas coisas. Medimos num parâmetro de 8 coordenadas, com gradientes
+# sorteados $\mathcal{N}(0, 1)$ e, no passo 20, um lote mil vezes maior:
+
+# %%
+def passos_do_adam(recortar, n_passos=61, atipico=20, lr=0.01):
+    """|passo| médio por coordenada (em unidades de lr) e o cosseno entre cada passo e -g do lote atípico."""
+    p = nn.Parameter(torch.zeros(8))
+    otimizador = torch.optim.Adam([p], lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS)
+    gen = torch.Generator().manual_seed(0)
+    tamanhos, alinhamentos = [], []
+    for passo in range(n_passos):
+        p.grad = torch.randn(8, generator=gen)
+        if passo == atipico:
+            p.grad *= 1000  # o lote atípico
+            g_atipico = p.grad.clone()
+        if recortar:
+            nn.utils.clip_grad_norm_([p], max_norm=1.0)
+        antes = p.detach().clone()
+        otimizador.step()
+        passo_dado = p.detach() - antes  # (8,)
+        tamanhos.append(passo_dado.abs().mean().item() / lr)
+        if passo > atipico:
+            alinhamentos.append(torch.cosine_similarity(passo_dado, -g_atipico, dim=0).item())
+    return {
+        "passo no lote atípico (× lr)": br(tamanhos[atipico], ".2f"),
+        "os 30 passos 11 a 40 depois dele (× lr, média)": br(sum(tamanhos[atipico + 11 : atipico + 41]) / 30, ".2f"),
+        "alinhamento desses 30 passos com o lote atípico (cosseno médio)": br(sum(alinhamentos[10:40]) / 30, ".2f"),
+    }
+
+
+{"sem recorte": passos_do_adam(False), "com recorte (max_norm = 1)": passos_do_adam(True)}
+
+# %% [markdown]
+# Os gradientes são os mesmos nas duas execuções. Sem o recorte, o passo no lote atípico não explode
+# (o Adam o limita), mas os passos seguintes ficam presos a ele: menores que os da execução com
+# recorte e alinhados com a direção daquele único lote (um cosseno perto de 1 é "a mesma direção";
+# perto de 0, "nenhuma direção em particular"). Com o recorte, o lote atípico entra com a norma dos
+# outros, e os passos seguintes seguem os gradientes novos.
 #
 # **Treino e avaliação.** `model.train()` liga o *dropout*; `model.eval()` o desliga. Na avaliação,
 # `torch.no_grad()` diz ao PyTorch para não guardar o grafo: nenhum `backward()` virá, e guardar o
@@ -256,7 +305,7 @@ for _ in range(2):
 # padrão do PyTorch é 0,999): no pacote, `ADAM_BETAS` e `ADAM_EPS`.
 
 # %%
-ADAM_BETAS, ADAM_EPS
+f"ADAM_BETAS = ({br(ADAM_BETAS[0])}; {br(ADAM_BETAS[1])}), ADAM_EPS = {br(ADAM_EPS)}"
 
 # %% [markdown]
 # ### Exercício 1 — `noam_lr` (2 pontos)
@@ -306,19 +355,22 @@ plots.noam_curves([(512, 4000, 1.0), (512, 8000, 1.0), (256, 4000, 1.0), (512, 4
 # %% [markdown]
 # **Leitura da figura.** Dobrar `warmup_steps` empurra o pico para a direita e o baixa por um fator
 # $\sqrt{2}$; um `d_model` menor sobe a curva inteira (modelos estreitos aguentam taxas maiores);
-# `factor` só a multiplica. Depois do pico, todas caem como $1/\sqrt{s}$: em 20 000 passos, a curva
+# `factor` só a multiplica. Depois do pico, todas caem como $1/\sqrt{s}$: em 20.000 passos, a curva
 # do artigo está em $\sqrt{4000/20000} \approx 45\,\%$ do pico.
 #
-# ### O `LambdaLR`: o agendador do PyTorch
+# ### O `LambdaLR`: um agendador do PyTorch
 #
-# Um agendador do PyTorch não calcula a taxa sozinho: ele **multiplica a taxa base** de cada grupo de
-# parâmetros por uma função do número de passos. Depois de $k$ chamadas de `scheduler.step()`,
+# O `LambdaLR` não calcula a taxa sozinho: ele **multiplica a taxa base** de cada grupo de
+# parâmetros por uma função $\lambda$ do número de passos, que você escreve. Depois de $k$ chamadas
+# de `scheduler.step()`,
 #
 # $$\text{lr} = \text{lr}_{\text{base}} \cdot \lambda(k).$$
 #
 # Com $\lambda$ = `noam_lr` e a taxa base igual a 1, a taxa é exatamente a de Noam. Se a taxa base
 # ficar em, digamos, `1e-3` (o valor com que o otimizador foi criado), a curva sai mil vezes menor
-# sem nenhum erro visível — a rede só não aprende.
+# sem nenhum erro visível — a rede só não aprende. (Nem todo agendador do PyTorch segue essa regra:
+# o `OneCycleLR` e o `CyclicLR` calculam a taxa a partir dos limites que recebem e ignoram o `lr` do
+# otimizador, e o `ReduceLROnPlateau` reduz a taxa atual quando a perda de validação para de cair.)
 #
 # ### Exercício 2 — `make_warmup_scheduler` (2 pontos)
 #
@@ -332,7 +384,7 @@ plots.noam_curves([(512, 4000, 1.0), (512, 8000, 1.0), (256, 4000, 1.0), (512, 4
 # `scheduler.base_lrs`), e a partir daí calcula toda taxa como taxa base × $\lambda(k)$. Por isso `lr = 1.0` vem **antes** de criar o agendador: mudar `lr`
 # depois só vale até o primeiro `scheduler.step()`, que volta a usar a taxa base guardada. (Num
 # otimizador que já passou por outro agendador, o `LambdaLR` lê a taxa base de `group["initial_lr"]`;
-# a resposta-modelo põe 1.0 ali também.)
+# a resposta-modelo põe `1.0` ali também.)
 
 # %% nbgrader={"grade": false, "grade_id": "make_warmup_scheduler", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def make_warmup_scheduler(optimizer, d_model, warmup_steps, factor=1.0):
@@ -372,7 +424,7 @@ def taxas_usadas(agendador_antes, n_passos=6):
     for _ in range(n_passos):
         if agendador_antes:
             agendador.step()
-        usadas.append(round(otimizador.param_groups[0]["lr"], 5))  # a taxa deste passo
+        usadas.append(br(otimizador.param_groups[0]["lr"], ".5f"))  # a taxa deste passo
         otimizador.step()
         if not agendador_antes:
             agendador.step()
@@ -381,15 +433,17 @@ def taxas_usadas(agendador_antes, n_passos=6):
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # o aviso do PyTorch sobre a ordem trocada
-    print("otimizador, depois agendador:", taxas_usadas(False))
-    print("agendador, depois otimizador:", taxas_usadas(True))
+    print("otimizador, depois agendador:", "; ".join(taxas_usadas(False)))
+    print("agendador, depois otimizador:", "; ".join(taxas_usadas(True)))
 
 # %% [markdown]
 # Na ordem certa, os dois primeiros passos usam a mesma taxa (o passo 0 usa a taxa do passo 1) e o
 # pico $(64\cdot4)^{-0{,}5} = 0{,}0625$ cai no quinto passo, o de número 4. Na ordem trocada, tudo
-# chega um passo antes. Com o Noam a diferença é pequena; com agendadores que começam em 0 ou que mudam
-# em passos exatos (`StepLR`, `OneCycleLR`), pular o primeiro valor muda o treino. Siga a convenção
-# do PyTorch e o problema não aparece.
+# chega um passo antes. Com o Noam a diferença é pequena, e com os outros agendamentos também costuma
+# ser: uma rampa linear que começa em 0 perde o primeiro valor (o passo com taxa 0), e os agendadores
+# que mudam a taxa em passos marcados (`StepLR`, `MultiStepLR`) mudam um passo antes da marca. Mas o
+# agendamento deixa de ser o que você escreveu, e o PyTorch avisa. Siga a convenção dele e o problema
+# não aparece.
 #
 # ## 4. Explore: a curva de Noam
 #
@@ -397,8 +451,7 @@ with warnings.catch_warnings():
 # dele e quanto sobra no fim. A curva cinza é a do artigo. Experimente achar duas configurações
 # diferentes com o mesmo pico: o que muda entre elas?
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 from transformer_course.widgets import noam_widget
 
 noam_widget()
@@ -463,33 +516,48 @@ hidden_check("06_treino_warmup", "test_train_epoch_hidden", globals())(train_epo
 # %% [markdown]
 # ### Exercício 4 — `evaluate` (2 pontos)
 #
-# Escreva `evaluate(model, loader, loss_fn)` que devolve `{"loss": ..., "accuracy": ...}` (as mesmas
-# definições do exercício 3) **sem treinar nada**:
+# Escreva `evaluate(model, loader, loss_fn)` que devolve `{"loss": ..., "accuracy": ...}` **sem
+# treinar nada**:
 #
+# - `"loss"` é a perda **média por exemplo** no conjunto inteiro. `loss_fn` devolve a média do lote;
+#   multiplique-a pelo tamanho do lote, some sobre os lotes e divida pelo total de exemplos:
+#   $\sum_b \mathcal{L}_b\, B_b \,/\, N$, com $\mathcal{L}_b$ = `loss_fn(logits, y).item()` no lote $b$,
+#   $B_b$ o número de exemplos dele e $N = \sum_b B_b$ (um `float`). **Não** é a média simples das
+#   perdas dos lotes, a do exercício 3 (veja o porquê logo abaixo);
+# - `"accuracy"` é acertos / total de exemplos, como no exercício 3;
 # - modo de avaliação durante o laço e nenhum gradiente (`torch.no_grad()` ou `torch.inference_mode()`);
 # - nada de `zero_grad`, `backward` ou `optimizer.step()`: os parâmetros e os gradientes que já estavam
 #   em `.grad` saem como entraram;
 # - no fim, o modelo volta ao modo em que chegou: se estava em treino, volta a treino; se estava em
 #   avaliação, continua em avaliação.
+#
+# **Por que a média por exemplo.** O último lote costuma ser menor: a validação deste capítulo tem
+# 300 exemplos e lotes de 256, então os lotes têm 256 e 44 exemplos. Na média simples das duas perdas,
+# cada exemplo do lote de 44 pesaria $256/44 \approx 5{,}8$ vezes mais que um do lote de 256, e o
+# número mudaria com o `batch_size` — mas é ele que escolhe o melhor ponto de controle (seção 6). A
+# avaliação mede um modelo **fixo** num conjunto **fixo**: o resultado tem de ser a entropia cruzada
+# média dos exemplos, qualquer que seja o corte dos lotes. No treino (exercício 3), a média simples
+# dos lotes basta: cada perda é a de um passo diferente, com pesos diferentes, e a média da época é só
+# um resumo de uma curva que muda a cada passo.
 
 # %% nbgrader={"grade": false, "grade_id": "evaluate", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def evaluate(model, loader, loss_fn):
-    """Perda média dos lotes e acurácia, sem gradientes; restaura o modo do modelo."""
+    """Perda média por exemplo e acurácia, sem gradientes; restaura o modo do modelo."""
     ### BEGIN SOLUTION
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    total_loss, n_batches, correct, seen = 0.0, 0, 0, 0
+    total_loss, correct, seen = 0.0, 0, 0
     with torch.no_grad():
         for x, y in loader:
             x, y = x.to(device), y.to(device)
             out = model(x)
             logits = out[0] if isinstance(out, (tuple, list)) else out  # (B, C)
-            total_loss, n_batches = total_loss + loss_fn(logits, y).item(), n_batches + 1
+            total_loss += loss_fn(logits, y).item() * y.numel()  # a média do lote × o tamanho do lote
             correct += (logits.argmax(dim=-1) == y).sum().item()
             seen += y.numel()
     model.train(was_training)
-    return {"loss": total_loss / n_batches, "accuracy": correct / seen}
+    return {"loss": total_loss / seen, "accuracy": correct / seen}
     ### END SOLUTION
 
 
@@ -517,8 +585,7 @@ hidden_check("06_treino_warmup", "test_evaluate_hidden", globals())(evaluate)
 # roda os testes visíveis de cada exercício: se a sua versão ainda não existe ou não passa neles, o
 # treino usa a do pacote, e a célula diz qual foi usada.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 torch.manual_seed(0)
 modelo = TransformerClassifier(tarefa.vocab_size, tarefa.n_classes, d_model=64, n_heads=4, n_layers=2,
                                d_ff=128, max_len=tarefa.max_len, dropout=0.1).to(device)
@@ -531,7 +598,7 @@ loader_fit = make_loader(Subset(treino, range(256)), batch_size=64, shuffle=True
 historico = fit(modelo, loader_fit, loader_val, otimizador, agendador, nn.CrossEntropyLoss(),
                 epochs=1 if RAPIDO else 6, max_grad_norm=1.0, desc="classificador",
                 train_fn=laco_treino, eval_fn=laco_avaliacao)
-f"melhor época: {historico.best_epoch}, perda de validação {historico.best_val_loss:.3f}"
+f"melhor época: {historico.best_epoch}, perda de validação {br(historico.best_val_loss, '.3f')}"
 
 # %%
 plots.training_curves(historico, "Classificador Pre-LN, 2 camadas, com aquecimento")
@@ -545,23 +612,80 @@ plots.training_curves(historico, "Classificador Pre-LN, 2 camadas, com aquecimen
 # aos exemplos de treino, a decorá-los: é o **sobreajuste** (*overfitting*), e é para isso que
 # guardamos o melhor ponto de controle.
 #
+# **A perda de validação não depende do tamanho do lote** — se for a média por exemplo do
+# exercício 4. A mesma validação, com o modelo da última época, cortada em lotes de três tamanhos:
+
+# %%
+def media_dos_lotes(model, loader, loss_fn):
+    """O erro que o exercício 4 evita, para comparar: a média simples das perdas dos lotes."""
+    model.eval()
+    with torch.no_grad():
+        perdas = [loss_fn(model(x.to(device))[0], y.to(device)).item() for x, y in loader]
+    return sum(perdas) / len(perdas)
+
+
+perda = nn.CrossEntropyLoss()
+{
+    f"batch_size = {b}": {
+        "lotes": [len(y) for _, y in make_loader(validacao, batch_size=b)],
+        "por exemplo (evaluate)": br(evaluate_ref(modelo, make_loader(validacao, batch_size=b), perda)["loss"], ".4f"),
+        "média simples dos lotes": br(media_dos_lotes(modelo, make_loader(validacao, batch_size=b), perda), ".4f"),
+    }
+    for b in (256, 100, 64)
+}
+
+# %% [markdown]
+# Com lotes iguais (100), as duas contas coincidem; com um último lote menor, a média simples muda
+# com o `batch_size` e a média por exemplo não.
+#
 # Carregamos os pesos da melhor época e medimos, uma única vez, no conjunto de teste:
 
 # %%
 modelo.load_state_dict(historico.best_state)
 resultado_teste = evaluate_ref(modelo, loader_teste, nn.CrossEntropyLoss())
-ruido = math.sqrt(regra_teste * (1 - regra_teste) / len(teste))  # desvio padrão de uma acurácia em 300
-{"teste": {k: round(v, 3) for k, v in resultado_teste.items()},
- "regra da contagem (teste)": round(regra_teste, 3),
- "diferença, em pontos": round(100 * (resultado_teste["accuracy"] - regra_teste), 1),
- "ruído da amostra de teste, em pontos": round(100 * ruido, 1)}
+{"perda de teste": br(resultado_teste["loss"], ".3f"),
+ "acurácia de teste": br_percent(resultado_teste["accuracy"]),
+ "regra da contagem (teste)": br_percent(regra_teste)}
 
 # %% [markdown]
 # Compare a acurácia do classificador com a da regra da contagem, que foi escrita sabendo como os
-# dados foram gerados; ele só viu 1400 exemplos rotulados. Com 300 exemplos de teste, uma acurácia
-# oscila alguns pontos só pela amostra (a última linha): diferenças desse tamanho não dizem quem é
-# melhor. Nenhum dos dois acerta tudo: nas sequências em que os confusores empatam com o sinal ou o
-# vencem, não há resposta certa a acertar sempre.
+# dados foram gerados; ele só viu 1400 exemplos rotulados. A diferença entre os dois diz quem é
+# melhor, ou é sorte da amostra? Os dois foram medidos nos **mesmos** 300 exemplos: a comparação é
+# **pareada**. Onde os dois acertam, ou os dois erram, a diferença não muda; só contam os exemplos em
+# que eles discordam — $n_{10}$, em que o modelo acerta e a regra erra, e $n_{01}$, o contrário. Com
+# $N$ exemplos, a diferença de acurácia é $(n_{10} - n_{01})/N$, e o desvio padrão dela,
+#
+# $$\frac{1}{N}\sqrt{n_{10} + n_{01} - \frac{(n_{10} - n_{01})^2}{N}} .$$
+#
+# O **teste de McNemar** (1947) pergunta se a divisão dos $n_{10} + n_{01}$ desacordos é mais desigual
+# do que uma moeda honesta faria: o p-valor exato vem da binomial com $p = 1/2$. Para comparar,
+# a última linha traz o desvio padrão de **uma** acurácia isolada em $N$ exemplos, $\sqrt{p(1-p)/N}$:
+# ele não serve para a diferença de dois classificadores medidos nos mesmos exemplos, porque ignora
+# que os dois tendem a errar nos mesmos exemplos difíceis.
+
+# %%
+modelo.eval()
+with torch.no_grad():  # o loader_teste não embaralha: a ordem é a de teste.tensors
+    previsto = torch.cat([modelo(x.to(device))[0].argmax(dim=-1).cpu() for x, _ in loader_teste])  # (N,)
+ids_teste, y_teste = teste.tensors  # (N, T) e (N,)
+regra_prevista = band_counts(ids_teste, tarefa).argmax(dim=-1)  # (N, C) -> (N,): a faixa mais frequente
+c = paired_comparison(previsto == y_teste, regra_prevista == y_teste)
+{
+    "modelo acerta, regra erra (n10)": c["a_only"],
+    "regra acerta, modelo erra (n01)": c["b_only"],
+    "diferença de acurácia (modelo − regra), em pontos": br(100 * c["difference"], ".1f"),
+    "desvio padrão da diferença pareada, em pontos": br(100 * c["std"], ".1f"),
+    "p-valor exato de McNemar": br(c["p_value"], ".2g"),
+    "desvio padrão de UMA acurácia em N exemplos, em pontos": br(
+        100 * math.sqrt(regra_teste * (1 - regra_teste) / c["n"]), ".1f"
+    ),
+}
+
+# %% [markdown]
+# Leia a diferença junto com o seu desvio padrão: uma diferença de um ou dois desvios padrão (e um
+# p-valor de McNemar acima de 0,05, o limiar usual) não diz quem é melhor. Nenhum dos dois acerta tudo:
+# nas sequências em que os confusores empatam com o sinal ou o vencem, não há resposta certa a
+# acertar sempre.
 
 # %% [markdown]
 # ## 7. Um experimento honesto: o aquecimento importa?
@@ -600,10 +724,9 @@ def loader_da_semente(semente):
     return make_loader(conjunto, batch_size=64, shuffle=True, seed=semente)
 
 
-f"pico: {EXPERIMENTO.peak_lr:.4f} = {no_warmup_lr(1, 32, 30, 0.5):.4f} (sem aquecimento, já no passo 1)"
+f"pico: {br(EXPERIMENTO.peak_lr, '.4f')} = {br(no_warmup_lr(1, 32, 30, 0.5), '.4f')} (sem aquecimento, já no passo 1)"
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 post_ln = run_warmup_experiment(EXPERIMENTO, novo_modelo, loader_da_semente, loader_val, device)
 
 # %%
@@ -616,8 +739,7 @@ summarize(post_ln, EXPERIMENTO.seeds)
 # %% [markdown]
 # E o controle, com Pre-LN (a normalização antes de cada subcamada, dentro do ramo residual):
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 pre_ln = run_warmup_experiment(dataclasses.replace(EXPERIMENTO, norm_first=True), novo_modelo,
                                loader_da_semente, loader_val, device)
 
@@ -630,7 +752,7 @@ summarize(pre_ln, EXPERIMENTO.seeds)
 
 # %% [markdown]
 # O resumo das duas tabelas: em cada arranjo e condição, quantas sementes terminaram **presas no
-# chute** (acurácia de validação final abaixo de 40 %, perto de 1/3):
+# chute** (acurácia de validação final abaixo de 40%, perto de 1/3):
 
 # %%
 def presas_no_chute(resultado):
@@ -653,10 +775,15 @@ def presas_no_chute(resultado):
 #   segunda, as curvas se encontram. Aqui o aquecimento pouco importou. Pre-LN é o arranjo que
 #   Xiong et al. (2020) mostram ser treinável sem aquecimento.
 # - **O que não medimos**: três sementes, uma tarefa sintética pequena e duas épocas não dizem
-#   "quanto" de acurácia o aquecimento vale em geral. O que o experimento mostra é o mecanismo:
-#   passos grandes logo no início podem levar uma rede Post-LN a um estado do qual ela não se
-#   recupera, e a rampa evita isso. Com uma taxa de pico menor, o efeito some (tente:
-#   `factor=0.2`).
+#   "quanto" de acurácia o aquecimento vale em geral. E o experimento mostra um **efeito** — sem a
+#   rampa, a rede Post-LN ficou presa; com ela, aprendeu —, não o **mecanismo**. As explicações são
+#   dos artigos, não deste experimento: Xiong et al. (2020) argumentam que, no Post-LN, os gradientes
+#   das camadas perto da saída são grandes na inicialização (o teorema 1 deles dá limites superiores
+#   para esses gradientes) e que passos grandes logo no começo desestabilizam o treino; Liu et al. (2020, EMNLP) argumentam que a causa principal é outra — o
+#   Post-LN depende tanto do ramo residual que pequenas mudanças nos parâmetros viram grandes
+#   mudanças na saída; e Liu et al. (2020, ICLR) apontam a variância alta das estimativas do Adam
+#   nos primeiros passos. Com uma taxa de pico menor, espera-se que a diferença diminua; tente
+#   `factor=0.2`.
 
 # %% [markdown]
 # ## 8. Perguntas abertas (corrigidas à mão)
@@ -669,11 +796,12 @@ def presas_no_chute(resultado):
 # %% [markdown] nbgrader={"grade": true, "grade_id": "q_adam_warmup", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
 # **Resposta modelo.** O Adam divide cada gradiente por uma estimativa da sua escala (a raiz da média
-# móvel dos quadrados). No começo, essa estimativa vem de pouquíssimos lotes e é ruidosa; além disso,
-# o passo do Adam tem tamanho da ordem da taxa de aprendizado **qualquer que seja** o tamanho do
-# gradiente. Então, com taxa alta desde o passo 1, cada parâmetro anda ≈ lr numa direção que a rede
-# recém-inicializada ainda não sabe escolher; em Post-LN, em que os gradientes perto da saída são
-# grandes na inicialização e a normalização fica no caminho residual, esses passos empurram a rede
+# móvel dos quadrados). No começo, essa estimativa vem de pouquíssimos lotes e é ruidosa (o argumento
+# de Liu et al., 2020, ICLR); além disso, o passo do Adam tem tamanho da ordem da taxa de
+# aprendizado **qualquer que seja** o tamanho do gradiente. Então, com taxa alta desde o passo 1,
+# cada parâmetro anda ≈ lr numa direção que a rede recém-inicializada ainda não sabe escolher; em
+# Post-LN, em que os gradientes perto da saída são grandes na inicialização (Xiong et al., 2020) e a
+# saída depende muito do ramo residual (Liu et al., 2020, EMNLP), esses passos podem empurrar a rede
 # para um estado degenerado (prever sempre a mesma classe, perda parada em ln 3 ≈ 1,10), de onde ela
 # não sai. O aquecimento começa com passos minúsculos: as estimativas do Adam se estabilizam e a rede
 # entra numa região boa antes de a taxa chegar ao pico. No experimento, a mesma rede Post-LN de 6
@@ -692,13 +820,13 @@ def presas_no_chute(resultado):
 # %% [markdown]
 # **Pergunta 2 (2 pontos).** Uma colega treina um *Transformer* de 3 classes e mostra esta curva de
 # perda de treino por passo: começa em 1,10, cai até 0,60 no passo 300, sobe de repente para 1,10 no
-# passo 320 e fica lá, reta, até o passo 2000; a acurácia de validação vai a 33 % e não muda mais.
+# passo 320 e fica lá, reta, até o passo 2000; a acurácia de validação vai a 33% e não muda mais.
 # O que provavelmente aconteceu? Dê duas coisas que você mudaria, em ordem de prioridade, e diga
 # o que esperaria ver na curva depois de cada mudança.
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "q_divergence", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
-# **Resposta modelo.** 1,10 ≈ ln 3 é a perda de quem chuta entre 3 classes, e 33 % de acurácia é
+# **Resposta modelo.** 1,10 ≈ ln 3 é a perda de quem chuta entre 3 classes, e 33% de acurácia é
 # prever sempre a mesma classe: a rede estava aprendendo e **divergiu** no passo ≈ 320 — um passo
 # grande demais (taxa alta no pico do agendamento, um lote com gradiente enorme) a jogou num estado
 # degenerado (por exemplo, ativações saturadas, logits constantes), e, como a perda fica reta, ela não
@@ -710,7 +838,7 @@ def presas_no_chute(resultado):
 # Pre-LN, verificar NaN/inf nos dados ou na perda, usar o melhor ponto de controle anterior ao salto.
 #
 # **Rubrica (2 pontos).**
-# - 1 ponto: reconhece 1,10 = ln 3 (nível do chute) e 33 % como "prevê uma classe só" e conclui
+# - 1 ponto: reconhece 1,10 = ln 3 (nível do chute) e 33% como "prevê uma classe só" e conclui
 #   que o treino divergiu/colapsou num passo específico, ligando isso a passos grandes demais.
 # - 1 ponto: duas mudanças plausíveis e priorizadas (taxa/aquecimento, recorte do gradiente, Pre-LN,
 #   ordem do laço...) com o efeito esperado na curva. Meio ponto se faltar o efeito esperado.
@@ -723,21 +851,26 @@ def presas_no_chute(resultado):
 #   `optimizer.step()` → `scheduler.step()`. Sem `zero_grad`, os gradientes se somam; com o recorte
 #   depois do passo, o passo já foi dado com o gradiente inteiro; com o agendador antes do
 #   otimizador, a curva anda um passo adiantada.
-# - Avaliar: `model.eval()`, `torch.no_grad()`, e devolver o modelo ao modo anterior.
+# - Avaliar: `model.eval()`, `torch.no_grad()`, a perda média **por exemplo** ($\sum_b
+#   \mathcal{L}_b B_b / N$, que não depende do `batch_size`), e devolver o modelo ao modo anterior.
+# - O recorte do gradiente, com o Adam, não limita o tamanho do passo (já da ordem de lr): impede que
+#   um lote atípico domine as médias $m$ e $v$ e, com elas, os passos seguintes.
+# - Dois classificadores nos mesmos exemplos se comparam pela diferença **pareada**: só os exemplos
+#   em que eles discordam contam (teste de McNemar).
 # - A entropia cruzada de um modelo que chuta entre $C$ classes vale $\ln C$: é a primeira linha a
 #   procurar numa curva de perda.
 # - Noam: $\mathrm{lr}(s) = \text{factor}\cdot d_{\text{model}}^{-0{,}5}\min(s^{-0{,}5},
 #   s\cdot\text{warmup}^{-1{,}5})$, pico $\text{factor}\cdot(d_{\text{model}}\,\text{warmup})^{-0{,}5}$
 #   em $s = \text{warmup}$, e o passo 0 usa a taxa do passo 1 (`max(step, 1)`).
-# - No PyTorch: `LambdaLR` com a taxa base 1.0, Adam com $\beta = (0{,}9;\ 0{,}98)$ e
+# - No PyTorch: `LambdaLR` com a taxa base `1.0`, Adam com $\beta = (0{,}9;\ 0{,}98)$ e
 #   $\epsilon = 10^{-9}$ como no artigo.
 # - Medido aqui: com Post-LN e um pico alto, sem aquecimento a rede ficou presa no chute; com
-#   Pre-LN, o aquecimento pouco importou.
+#   Pre-LN, o aquecimento pouco importou. O porquê (o mecanismo) vem dos artigos, não da medida.
 #
 # ## Para ir além
 #
 # - A. Vaswani et al. (2017), *Attention Is All You Need*, NeurIPS — seção 5.3 (o otimizador e o
-#   agendamento) e 5.4 (*dropout* e suavização de rótulos).
+#   agendamento) e seção 5.4 (*dropout* e suavização de rótulos).
 # - A. Rush (2018), *The Annotated Transformer*, NLP-OSS — o artigo linha a linha em PyTorch, com o
 #   agendamento de Noam e o seu `factor`.
 # - R. Xiong et al. (2020), *On Layer Normalization in the Transformer Architecture*, ICML — por que o
@@ -748,7 +881,12 @@ def presas_no_chute(resultado):
 #   dependência do Post-LN em relação aos ramos residuais.
 # - M. Popel e O. Bojar (2018), *Training Tips for the Transformer Model*, PBML — experimentos práticos
 #   com taxa de aprendizado, aquecimento e tamanho do lote.
-# - D. P. Kingma e J. Ba (2015), *Adam: A Method for Stochastic Optimization*, ICLR.
+# - D. P. Kingma e J. Ba (2015), *Adam: A Method for Stochastic Optimization*, ICLR — a seção 2.1
+#   limita o tamanho do passo do Adam.
+# - Q. McNemar (1947), *Note on the Sampling Error of the Difference Between Correlated Proportions or
+#   Percentages*, Psychometrika 12(2) — o teste pareado; T. G. Dietterich (1998), *Approximate
+#   Statistical Tests for Comparing Supervised Classification Learning Algorithms*, Neural
+#   Computation 10(7) — por que usá-lo para comparar classificadores num mesmo conjunto de teste.
 # - R. Pascanu, T. Mikolov e Y. Bengio (2013), *On the Difficulty of Training Recurrent Neural
 #   Networks*, ICML — o recorte da norma do gradiente.
 # - Documentação de `torch.optim.lr_scheduler.LambdaLR` e de `torch.nn.utils.clip_grad_norm_`.

@@ -33,8 +33,7 @@
 # **Legenda de formas** (a mesma em todo o curso): B lote (*batch*), T comprimento da sequência,
 # D `d_model`, H cabeças, Dk = D/H, F `d_ff`, V vocabulário, S comprimento da fonte (atenção cruzada).
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 # %matplotlib inline
 import math
 import os
@@ -63,6 +62,7 @@ from transformer_course.generation import GPTConfig, TinyGPT, next_token_distrib
 from transformer_course.generation import generate as generate_ref
 from transformer_course.layers import TransformerClassifier
 from transformer_course.masks import assert_causal
+from transformer_course.numbers import br, br_percent
 from transformer_course.runtime import get_device, seeded_generator
 from transformer_course.seq2seq import DateSeq2Seq, DateVocab, translate_dates
 from transformer_course.text import CharTokenizer, course_corpus, train_val_split, unigram_baseline
@@ -86,8 +86,8 @@ print(f"PyTorch {torch.__version__} | dispositivo: {device} | modo rápido: {RAP
 # - **Só-codificador** (BERT, RoBERTa): autoatenção **bidirecional**, cada posição vê a frase inteira.
 #   Ótimo para *entender* um texto já completo: classificar, marcar entidades, achar a resposta num
 #   trecho. O BERT foi pré-treinado como modelo de linguagem mascarado (*masked language model*):
-#   sorteia 15 % das posições para prever; dessas, 80 % viram o token `[MASK]`, 10 % viram um token
-#   aleatório e 10 % ficam como estão (Devlin et al., 2019, seção 3.1), e o modelo aprende a
+#   sorteia 15% das posições para prever; dessas, 80% viram o token `[MASK]`, 10% viram um token
+#   aleatório e 10% ficam como estão (Devlin et al., 2019, seção 3.1), e o modelo aprende a
 #   recuperar o token original olhando os dois lados. Ele não gera texto da esquerda para a direita.
 # - **Só-decodificador** (GPT, LLaMA): autoatenção **causal**, cada posição vê só o passado. Treina
 #   prevendo o próximo token em qualquer texto, sem rótulos, e gera um token por vez.
@@ -131,12 +131,14 @@ x_mudado = x.clone()
 x_mudado[0, 6] = (x[0, 6] + 1) % 20  # muda só a posição 6
 with torch.no_grad():
     a, b = gpt_teste(x), gpt_teste(x_mudado)  # (1, T, V)
-(a - b).abs().amax(dim=-1)  # posições 0..5 iguais (0); de 6 em diante, diferentes
+[br(d, ".3g") for d in (a - b).abs().amax(dim=-1)[0]]  # max |Δ| por posição: 0..5 iguais (0); de 6 em diante, diferentes
 
 # %% [markdown]
-# Uma perturbação só é um exemplo, não uma prova. O `assert_causal` do capítulo 5 faz o teste de
-# propriedade: para **cada** corte $t$, sorteia um futuro novo (posições depois de $t$) e exige que
-# as saídas até $t$ não mudem. Ele levanta `AssertionError` no primeiro corte que vaza:
+# Uma perturbação só é um exemplo. O `assert_causal` do capítulo 5 testa mais: para **cada** corte
+# $t$, sorteia um futuro novo (posições depois de $t$) e exige que as saídas até $t$ não mudem. Ele
+# levanta `AssertionError` no primeiro corte que vaza. Passar nele ainda é evidência, não prova (o
+# capítulo 5 diz o que uma prova exige); a estrutura do `TinyGPT` completa o argumento: a máscara
+# causal em todo bloco, e o resto (*embeddings*, FFN, LayerNorm) age posição a posição.
 
 # %%
 assert_causal(gpt_teste, x, seeded_generator(2), vocab_size=20)
@@ -151,25 +153,23 @@ assert_causal(gpt_teste, x, seeded_generator(2), vocab_size=20)
 # e `DecoderLayer`s com atenção cruzada; treinamos com *teacher forcing* (o decodificador recebe o
 # alvo verdadeiro deslocado e prevê o próximo caractere).
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 vocab_datas = DateVocab()
 torch.manual_seed(0)
 tradutor = DateSeq2Seq(vocab_datas.size, d_model=48, n_heads=4, n_layers=1, d_ff=96).to(device)
 # Na correção automática, sem treino (nada aqui é avaliado): 0 passos.
 hist_datas = train_dates(tradutor, vocab_datas, steps=0 if RAPIDO else 150, batch_size=48, lr=1e-2,
                          max_seconds=20.0)
-print(f"{len(hist_datas['loss'])} passos em {hist_datas['seconds'][0]:.1f} s "
+print(f"{len(hist_datas['loss'])} passos em {br(hist_datas['seconds'][0], '.1f')} s "
       f"({int(hist_datas['threads'][0])} thread(s)); "
-      f"perda final {hist_datas['loss'][-1] if hist_datas['loss'] else float('nan'):.3f}")
+      f"perda final {br(hist_datas['loss'][-1] if hist_datas['loss'] else float('nan'), '.3f')}")
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 datas = ["30/11/2026", "01/05/1999", "17/08/2043", "22/02/1970"]
 for data, escrita in zip(datas, translate_dates(tradutor, vocab_datas, datas)):
     print(f"{data} -> {escrita}")
 acertos = sequence_accuracy(tradutor, vocab_datas, n=40 if RAPIDO else 200)
-print(f"datas novas escritas sem nenhum erro: {acertos:.0%}")
+print(f"datas novas escritas sem nenhum erro: {br_percent(acertos, 0)}")
 
 # %% [markdown]
 # Onde o decodificador olha? A atenção cruzada (média das cabeças) mostra, para cada caractere
@@ -192,7 +192,10 @@ plots.cross_attention_figure(mapa, list(saida) + ["fim"], fonte, titulo)
 #
 # ### Exercício 1 — questionário: que família para qual tarefa? (3 pontos)
 #
-# Para cada tarefa, escolha a família mais natural: `"encoder"`, `"decoder"` ou `"encoder-decoder"`.
+# Para cada tarefa, imagine um modelo **treinado do zero só para ela**, na **arquitetura clássica**
+# de uma das três famílias, e escolha a mais natural: `"encoder"`, `"decoder"` ou `"encoder-decoder"`.
+# (Um grande modelo só-decodificador, instruído pelo prompt, faz as tarefas de texto desta lista — é
+# um dos motivos da pergunta aberta 1. A pergunta aqui é outra: que arquitetura a própria tarefa pede.)
 #
 # - **a)** classificar avaliações de produtos como positivas, neutras ou negativas;
 # - **b)** traduzir manuais técnicos do português para o espanhol;
@@ -222,9 +225,12 @@ def respostas_quiz():
         "d": "encoder",
         # e) fala em inglês -> texto em português: a entrada inteira (não textual) é lida de uma vez e
         #    a saída, noutra língua e noutra ordem, é gerada consultando-a pela atenção cruzada ->
-        #    codificador-decodificador (Whisper). Para transcrever na MESMA língua, um só-codificador
-        #    com CTC (wav2vec 2.0) também serve: CTC emite um rótulo por quadro de áudio, na ordem do
-        #    áudio; numa tradução as palavras mudam de ordem, e essa saída alinhada não basta.
+        #    codificador-decodificador (o SeamlessM4T, por exemplo: um codificador de fala e um
+        #    decodificador de texto, que traduz fala para dezenas de línguas, o português entre elas;
+        #    o Whisper, da mesma família, só traduz fala PARA o inglês). Para transcrever na MESMA
+        #    língua, um só-codificador com CTC (wav2vec 2.0) também serve: CTC emite um rótulo por
+        #    quadro de áudio, na ordem do áudio; numa tradução as palavras mudam de ordem, e essa
+        #    saída alinhada não basta.
         "e": "encoder-decoder",
     }
     ### END SOLUTION
@@ -286,7 +292,8 @@ texto = course_corpus()
 tokenizador = CharTokenizer(texto)
 dados = tokenizador.encode(texto)
 treino, validacao = train_val_split(dados, val_fraction=0.1)
-len(texto), tokenizador.vocab_size, len(treino), len(validacao)
+{"caracteres no corpus": br(len(texto), ",d"), "vocabulário": tokenizador.vocab_size,
+ "treino": br(len(treino), ",d"), "validação": br(len(validacao), ",d")}
 
 # %%
 print(texto[:400])
@@ -299,7 +306,7 @@ print(texto[:400])
 
 # %%
 linha_unigramas = unigram_baseline(treino, validacao, tokenizador.vocab_size)
-round(math.log(tokenizador.vocab_size), 3), round(linha_unigramas, 3)
+{"chute uniforme, ln V": br(math.log(tokenizador.vocab_size), ".3f"), "unigramas": br(linha_unigramas, ".3f")}
 
 # %% [markdown]
 # O modelo: **1 bloco**, $D = 64$, 4 cabeças, contexto de 64 caracteres. O treino usa AdamW, um
@@ -348,11 +355,11 @@ round(math.log(tokenizador.vocab_size), 3), round(linha_unigramas, 3)
 # metade. Amarrar os pesos da entrada e da saída, que ajuda modelos maiores, aqui atrapalhou muito.
 # As trocas que tornam o passo mais barato (largura $D = 48$, FFN de $2D$, lote de 24) e gastam a
 # economia em mais passos ficam perto da receita: de 0,04 abaixo (o lote de 24, que no fim gasta
-# uns 13 % a mais de tempo, quando 200 passos a mais da própria receita dão 0,09) até praticamente
+# uns 13% a mais de tempo, quando 200 passos a mais da própria receita dão 0,09) até praticamente
 # empatar ($D = 48$). Duas rodadas da própria receita, uma com 1 e outra com 2 threads, já diferem
 # em 0,01 (as somas em ponto flutuante mudam de ordem e o treino segue outro caminho): nada ali
 # ganha com folga, e ficamos com a receita mais simples. O custo por passo também oscila
-# uns 10 % de uma rodada para outra (as duas primeiras linhas fazem o mesmo passo).
+# uns 10% de uma rodada para outra (as duas primeiras linhas fazem o mesmo passo).
 #
 # Duas escolhas fora da tabela pesaram mais que quase todas as linhas dela. A perda é medida no
 # texto de validação inteiro: numa versão anterior, estimada em 4 lotes sorteados, o mesmo modelo
@@ -369,10 +376,9 @@ torch.manual_seed(0)
 gpt = TinyGPT(config).to(device)
 n_total = count_parameters(gpt)
 n_sem_embeddings = count_parameters(gpt, exclude_embeddings=True)
-n_total, n_sem_embeddings
+{"todos os parâmetros": br(n_total, ",d"), "sem os embeddings": br(n_sem_embeddings, ",d")}
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 # A rodada de referência com o orçamento inteiro (gravada; o corpus muda quando o curso muda):
 REFERENCIA = {"val_loss": 1.60, "seconds": 17,
               "where": "gravada em 1/12/2026; 2 núcleos livres, 2 threads"}
@@ -380,7 +386,7 @@ historico = train_gpt(gpt, treino, validacao, max_steps=0 if RAPIDO else 700, ma
                       batch_size=32, lr=1e-2, eval_every=100)  # na correção automática, sem treino
 perda_val = historico["val_loss"][-1]
 print(training_report(historico, REFERENCIA))
-print(f"unigramas: {linha_unigramas:.3f} nats/caractere")
+print(f"unigramas: {br(linha_unigramas, '.3f')} nats/caractere")
 
 # %%
 plots.training_curves_figure(historico, linha_unigramas, tokenizador.vocab_size)
@@ -420,7 +426,7 @@ plots.training_curves_figure(historico, linha_unigramas, tokenizador.vocab_size)
 prompt = tokenizador.encode("A atenção ")[None].to(device)  # (1, T0)
 with torch.no_grad():
     ultimos = gpt(prompt)[0, -1].float().cpu()  # (V,)
-distribuicoes = {f"τ = {t}".replace(".", ","): next_token_distribution(ultimos, t) for t in (0.5, 1, 2)}
+distribuicoes = {f"τ = {br(t)}": next_token_distribution(ultimos, t) for t in (0.5, 1, 2)}
 plots.next_char_figure(tokenizador.chars, distribuicoes, "Próximo caractere depois de “A atenção ”")
 
 # %% [markdown]
@@ -434,8 +440,9 @@ plots.next_char_figure(tokenizador.chars, distribuicoes, "Próximo caractere dep
 # - `temperature == 0`: busca gulosa (argmax); senão divida os logits por `temperature`;
 # - `top_k` (ou `None`): mantenha só os `top_k` maiores logits (se `top_k` passar do vocabulário,
 #   mantenha todos);
-# - sorteie com `torch.multinomial(..., generator=generator)`, para que a mesma semente dê o mesmo texto
-#   (nunca o gerador global);
+# - sorteie com `torch.multinomial(..., generator=generator)`: quando `generator` for dado, o sorteio
+#   usa só ele (nenhum número do gerador global), e a mesma semente dá o mesmo texto; com
+#   `generator=None`, o padrão, o `torch.multinomial` usa o gerador global do PyTorch;
 # - passe ao modelo a sequência inteira até aqui; se ele tiver o atributo `max_len`, só os últimos
 #   `max_len` tokens (`getattr(model, "max_len", None)`);
 # - `max_new_tokens < 0` ou `temperature < 0`: `ValueError` com mensagem; não modifique `prompt_ids`.
@@ -486,8 +493,7 @@ hidden_check("07_familias", "test_generate_hidden", globals())(generate)
 # Daqui em diante usamos `generate_ref`, a versão do pacote, para que o notebook rode mesmo antes
 # de você terminar o exercício. Três amostras do nosso GPT, com o mesmo prompt:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 for titulo, t, k in (("gulosa (τ = 0)", 0.0, None), ("τ = 0,8, top-k = 10", 0.8, 10), ("τ = 1,5", 1.5, None)):
     gerador = seeded_generator(0, device)
     saida = generate_ref(gpt, prompt, 40 if RAPIDO else 160, temperature=t, top_k=k, generator=gerador)
@@ -508,8 +514,7 @@ for titulo, t, k in (("gulosa (τ = 0)", 0.0, None), ("τ = 0,8, top-k = 10", 0.
 # a semente do sorteio e o prompt. Em cima, o texto gerado; embaixo, a distribuição do próximo
 # caractere logo depois do prompt, com a temperatura e o top-k aplicados.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 from transformer_course.widgets import generation_widget
 
 generation_widget(gpt, tokenizador)
@@ -526,8 +531,9 @@ generation_widget(gpt, tokenizador)
 # - pesos$\cdot V$: $(n \times n)\cdot(n \times D_k)$ por cabeça: outros $2n^2D$ FLOPs no total;
 # - a matriz de scores de **uma** cabeça, em float32, ocupa $4n^2$ bytes (a camada tem $H$ delas).
 #
-# Dobrar $n$ quadruplica as duas coisas. As projeções $W_Q, W_K, W_V, W_O$ custam $8nD^2$, linear em
-# $n$: para $n \gg D$, a atenção domina.
+# Dobrar $n$ quadruplica as duas coisas. As projeções $W_Q, W_K, W_V, W_O$ custam mais $8nD^2$ FLOPs
+# (quatro produtos $(n \times D)\cdot(D \times D)$), lineares em $n$: a camada de atenção inteira custa
+# $4n^2D + 8nD^2$, e os termos em $n^2$ passam os das projeções quando $n > 2D$.
 #
 # ### Exercício 3 — `attention_cost` (3 pontos)
 #
@@ -566,26 +572,25 @@ hidden_check("07_familias", "test_attention_cost_hidden", globals())(attention_c
 # a ingênua, que materializa a matriz $n \times n$ (a do capítulo 2), e `F.scaled_dot_product_attention`
 # do PyTorch. Em escala log-log, $t \propto n^p$ vira uma reta de inclinação $p$.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 comprimentos = [64, 128, 256] if RAPIDO else [256, 512, 1024, 2048, 4096]
 custo = time_attention(comprimentos, d_k=64, repeats=3, device=device)
 inclinacoes = {k: loglog_slope(custo["seq_len"][-3:], custo[k][-3:]) for k in ("naive_s", "sdpa_s")}
-{k: round(v, 2) for k, v in inclinacoes.items()}
+{k: br(v, ".2f") for k, v in inclinacoes.items()}
 
 # %% [markdown]
 # E a memória: quanto cada versão aloca durante a chamada (na CPU, a soma das alocações que o
 # `torch.profiler` registra; numa GPU, o pico do alocador).
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 # Na correção automática, sem esta medida (nada aqui é avaliado; só abrir o profiler custa ~2 s).
 memoria = (
     {"seq_len": [], "naive_bytes": [], "sdpa_bytes": []}
     if RAPIDO
     else measure_attention_memory(comprimentos[:-1], d_k=64, device=device)
 )
-{n: (round(a / 2**20, 2), round(b / 2**20, 2)) for n, a, b in zip(*memoria.values())}
+{f"n = {n}": f"ingênua {br(a / 2**20, '.2f')} MiB; F.scaled_dot_product_attention {br(b / 2**20, '.2f')} MiB"
+ for n, a, b in zip(*memoria.values())}
 
 # %%
 plots.attention_cost_figure(custo, inclinacoes, memoria)
@@ -611,9 +616,11 @@ plots.attention_cost_figure(custo, inclinacoes, memoria)
 # pequena e rápida do chip (SRAM) custa mais que as contas. O algoritmo percorre $K$ e $V$ em blocos
 # que cabem na SRAM e mantém, para cada linha, o máximo e a soma parciais do softmax (o softmax
 # "online"), corrigindo o acumulado a cada bloco. Os FLOPs continuam $O(n^2 D)$ — a inclinação 2 não
-# muda —, mas a memória extra cai de $O(n^2)$ para $O(n)$ e o tempo cai (no artigo, o treino do GPT-2
-# com 1024 tokens ficou 3× mais rápido). Na GPU, `F.scaled_dot_product_attention` escolhe um núcleo
-# desse tipo sozinho; na CPU, o ganho é menor.
+# muda —, mas a memória extra cai de $O(n^2)$ para $O(n)$ e o tempo cai. No artigo (seção 4.1,
+# tabela 2: GPT-2 *small* e *medium*, contexto de 1024 *tokens*, 8 GPUs A100), o treino inteiro ficou
+# até 3× mais rápido que com a implementação do Hugging Face e até 1,7× mais rápido que com a do
+# Megatron-LM, já otimizada: o ganho depende da implementação com que se compara. Na GPU,
+# `F.scaled_dot_product_attention` escolhe um núcleo desse tipo sozinho; na CPU, o ganho é menor.
 # Métodos "lineares" (Longformer, Performer) mudam a conta em si e dão resultados diferentes.
 
 # %% [markdown]
@@ -665,8 +672,8 @@ hidden_check("07_familias", "test_kaplan_loss_hidden", globals())(kaplan_loss)
 
 # %%
 n_kaplan = count_parameters(gpt, exclude_embeddings=True, exclude=[gpt.head])
-{"todos os parâmetros": n_total, "sem os embeddings": n_sem_embeddings,
- "sem os embeddings nem a projeção de saída (o N de Kaplan)": n_kaplan}
+{"todos os parâmetros": br(n_total, ",d"), "sem os embeddings": br(n_sem_embeddings, ",d"),
+ "sem os embeddings nem a projeção de saída (o N de Kaplan)": br(n_kaplan, ",d")}
 
 # %% [markdown]
 # Marcamos também dois modelos conhecidos (tamanhos aproximados, sem *embeddings*): o GPT-2 de 1,5
@@ -677,9 +684,9 @@ modelos = {"nosso TinyGPT": n_kaplan, "GPT-2 (1,5 B)": 1.5e9, "GPT-3 (175 B)": 1
 plots.kaplan_figure(kaplan_loss_ref, modelos)
 
 # %%
-{"nosso GPT, previsto (nats/token BPE)": round(kaplan_loss_ref(n_kaplan), 2),
- "nosso GPT, medido (nats/caractere)": round(perda_val, 2),
- "10× mais parâmetros multiplica a perda por": round(10**-0.076, 3)}
+{"nosso GPT, previsto (nats/token BPE)": br(kaplan_loss_ref(n_kaplan), ".2f"),
+ "nosso GPT, medido (nats/caractere)": br(perda_val, ".2f"),
+ "10× mais parâmetros multiplica a perda por": br(10**-0.076, ".3f")}
 
 # %% [markdown]
 # **O que a lei promete e o que não promete.** Ela descreve uma tendência medida em uma família de
@@ -772,7 +779,9 @@ plots.kaplan_figure(kaplan_loss_ref, modelos)
 #   escreve algo que lembra português.
 # - Gerar é repetir: logits da última posição, dividir pela temperatura $\tau$, cortar no top-k,
 #   sortear com um gerador próprio, acrescentar. $\tau = 0$ é o argmax.
-# - A atenção custa $4n^2D$ FLOPs por camada (somadas as cabeças) e $4n^2$ bytes de scores por cabeça.
+# - Os dois produtos da atenção ($QK^\top$ e pesos$\cdot V$) custam $4n^2D$ FLOPs por camada (somadas as
+#   cabeças) e $4n^2$ bytes de scores por cabeça; com as projeções $W_Q, W_K, W_V, W_O$, a camada de
+#   atenção custa $4n^2D + 8nD^2$.
 #   O tempo medido cresce com inclinação perto de 2 em log-log; o valor exato, impresso na seção 4.1,
 #   varia com a máquina e a carga dela (a ingênua costuma passar de 2 quando a matriz sai do *cache*).
 #   FlashAttention dá o mesmo resultado sem guardar a matriz $n \times n$.
@@ -793,7 +802,11 @@ plots.kaplan_figure(kaplan_loss_ref, modelos)
 #   Transformer*, JMLR — T5; a seção 3.2 compara codificador-decodificador e só-decodificador (com e
 #   sem prefixo) com o mesmo número de parâmetros ou o mesmo custo.
 # - A. Radford et al. (2023), *Robust Speech Recognition via Large-Scale Weak Supervision*, ICML —
-#   Whisper, um codificador-decodificador que transcreve e traduz fala.
+#   Whisper, um codificador-decodificador que transcreve fala em dezenas de línguas e a traduz para
+#   o inglês (só para o inglês).
+# - Seamless Communication et al. (2023), *SeamlessM4T: Massively Multilingual & Multimodal Machine
+#   Translation*, arXiv:2308.11596 — um codificador de fala e um decodificador de texto que traduzem
+#   fala de 101 línguas para texto em 96, o português entre elas.
 # - A. Baevski et al. (2020), *wav2vec 2.0: A Framework for Self-Supervised Learning of Speech
 #   Representations*, NeurIPS — só-codificador ajustado com CTC para transcrever fala.
 # - A. Graves et al. (2006), *Connectionist Temporal Classification: Labelling Unsegmented Sequence
@@ -805,5 +818,5 @@ plots.kaplan_figure(kaplan_loss_ref, modelos)
 # - J. Kaplan et al. (2020), *Scaling Laws for Neural Language Models*, arXiv:2001.08361 — equação (1.1).
 # - J. Hoffmann et al. (2022), *Training Compute-Optimal Large Language Models*, NeurIPS — "Chinchilla".
 # - T. Dao et al. (2022), *FlashAttention: Fast and Memory-Efficient Exact Attention with
-#   IO-Awareness*, NeurIPS.
+#   IO-Awareness*, NeurIPS — seção 4.1 e tabela 2 para os tempos de treino do GPT-2.
 # - A. Karpathy, nanoGPT (GitHub) — um GPT de caracteres legível, que inspirou o nosso.

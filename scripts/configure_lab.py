@@ -8,7 +8,16 @@
   pt_BR. O aluno ainda pode trocar o idioma em Configurações > Idioma; rodar este script de novo
   não desfaz a escolha. O ``~/.jupyter`` do aluno não é tocado.
 - Sem avisos de notícias/atualizações do Jupyter (o curso funciona sem internet).
-- Do nbgrader, só a ferramenta do aluno: o botão "Validate" na barra do notebook. Os painéis do
+- O que o pacote de idioma pt-BR (4.5.post3) não traduz no JupyterLab 4.6 e o aluno vê (o cabeçalho
+  "Modified" do navegador de arquivos, o estado do kernel...): as frases de
+  ``scripts/lab/jupyterlab_pt_BR_complemento.json`` entram no pacote instalado, só as que faltam nele.
+  O mecanismo do próprio JupyterLab para completar um pacote (o ponto de entrada
+  ``jupyterlab.locale``, que o ``jupyterlab_server`` funde ao pacote) não serve aqui: ele compara as
+  versões dos dois, e o pacote pt-BR declara a versão "jupyterlab", que não é um número de versão.
+- A ferramenta de validação do nbgrader em português: a extensão do nbgrader escreve "Validate" e os
+  textos do diálogo direto na página, sem o tradutor do JupyterLab; a extensão
+  ``scripts/lab/transformer-course-nbgrader-pt-br`` troca esses textos (veja o comentário dela).
+- Do nbgrader, só a ferramenta do aluno: o botão "Validar" na barra do notebook. Os painéis do
   professor (formgrader, "Create Assignment", listas de cursos e de tarefas, que precisam de um
   *exchange*) e o menu "Nbgrader" ficam desligados, no JupyterLab
   (``<venv>/etc/jupyter/labconfig/page_config.json``) e no servidor
@@ -25,9 +34,15 @@ Só as chaves abaixo são tocadas; o resto desses arquivos fica como está.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LANGUAGE_PACK_SUPPLEMENT = HERE / "lab" / "jupyterlab_pt_BR_complemento.json"
+NBGRADER_PT_BR = HERE / "lab" / "transformer-course-nbgrader-pt-br"
 
 LOCALE_PLUGIN = Path("@jupyterlab") / "translation-extension" / "plugin.jupyterlab-settings"
 # O pacote de idioma pt-BR (4.5.post3, o mais novo) não traduz os nomes dos menus principais, que
@@ -86,6 +101,37 @@ def seed_user_settings(settings_dir: Path) -> Path:
     return path
 
 
+def language_pack_file() -> Path:
+    """O ``jupyterlab.json`` (as frases do JupyterLab) do pacote de idioma pt-BR instalado."""
+    spec = importlib.util.find_spec("jupyterlab_language_pack_pt_BR")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("falta o pacote jupyterlab-language-pack-pt-BR (rode `make venv`)")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    return root / "locale" / "pt_BR" / "LC_MESSAGES" / "jupyterlab.json"
+
+
+def complete_language_pack(pack: Path, supplement: Path = LANGUAGE_PACK_SUPPLEMENT) -> list[str]:
+    """Acrescenta ao pacote de idioma as frases do complemento que faltam nele; devolve quais.
+
+    Uma frase que o pacote já traduz nunca é trocada; rodar de novo não acrescenta nada.
+    """
+    extra = {k: v for k, v in json.loads(supplement.read_text(encoding="utf-8")).items() if k}
+    data = json.loads(pack.read_text(encoding="utf-8"))
+    added = [key for key in extra if key not in data]
+    if added:
+        data.update({key: extra[key] for key in added})
+        pack.write_text(json.dumps(data, indent=4, ensure_ascii=False) + "\n", encoding="utf-8")
+    return added
+
+
+def install_labextension(prefix: Path, source: Path = NBGRADER_PT_BR) -> Path:
+    """Copia a extensão (já pronta, sem build) para ``<prefix>/share/jupyter/labextensions/``."""
+    target = prefix / "share" / "jupyter" / "labextensions" / source.name
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target)
+    return target
+
+
 def configure(prefix: Path, instructor: bool = False) -> list[Path]:
     overrides = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
     page_config = prefix / "etc" / "jupyter" / "labconfig" / "page_config.json"
@@ -113,7 +159,10 @@ def configure(prefix: Path, instructor: bool = False) -> list[Path]:
     _update_json(page_config, plugins)
     _update_json(server_config, server)
     locale = seed_user_settings(user_settings_dir(prefix))
-    return [overrides, locale, page_config, server_config]
+    pack = language_pack_file()
+    complete_language_pack(pack)
+    extension = install_labextension(prefix)
+    return [overrides, locale, page_config, server_config, pack, extension]
 
 
 def main() -> None:

@@ -15,7 +15,14 @@ import time
 from transformer_course.harness import MIME
 from transformer_course.probe import RemoteStudent
 
-__all__ = ["StudentKernel", "solution_code"]
+__all__ = [
+    "StudentKernel",
+    "local_and_remote",
+    "local_and_remote_code",
+    "sent_tensors",
+    "solution_code",
+    "without_line",
+]
 
 
 class StudentKernel:
@@ -86,3 +93,102 @@ def solution_code(chapter: str, names: set[str] | None = None) -> str:
             ):
                 parts.append(cell.source)
     return "\n\n".join(parts)
+
+
+def local_and_remote(
+    kernel: StudentKernel, chapter: str, exercise_name: str, answer, answer_name: str, offset: int
+):
+    """O veredito de cada célula de um exercício para a mesma resposta, dado aqui e pelo juiz remoto.
+
+    ``answer`` é a resposta definida neste processo; ``answer_name``, o nome com que o mesmo código
+    está definido no ``kernel`` (ligado ao nome do exercício antes de corrigir). Devolve
+    ``{grade_id: (mensagem local ou None se passou, Verdict remoto)}``; as células ocultas com o
+    deslocamento de sementes ``offset``, nos dois lados.
+    """
+    from transformer_course.exercises import all_exercises
+    from transformer_course.feedback import CheckFailure
+    from transformer_course.instructor.judge import judge_cell
+    from transformer_course.probe import LocalStudent, judging
+
+    exercise = next(ex for ex in all_exercises() if ex.chapter == chapter and ex.name == exercise_name)
+    kernel.run(f"{exercise_name} = {answer_name}")
+    out = {}
+    for cell in exercise.cells:
+        check = exercise.hidden if cell.hidden else exercise.visible
+        local = None
+        with judging(LocalStudent(), offset if cell.hidden else 0, []):
+            try:
+                check(answer)
+            except CheckFailure as failure:
+                local = str(failure)
+        out[cell.grade_id] = (local, judge_cell(chapter, cell.grade_id, kernel.student(), offset))
+    return out
+
+
+def without_line(message: str) -> str:
+    """A mensagem sem a linha do código do aluno (no lado local, o código vem de uma string sem fonte)."""
+    import re
+
+    return re.sub(r" \(linha \d+: `[^`]*`\)", "", message)
+
+
+def local_and_remote_code(
+    kernel: StudentKernel, chapter: str, name: str, code: str, offset: int = 777
+) -> list:
+    """A resposta ``code`` (que define ``name``) julgada nos dois lados, célula a célula.
+
+    Localmente, como o aluno a vê ao estudar (:class:`LocalStudent`); no juiz, com a resposta definida
+    no ``kernel`` e :func:`judge_cell`. As células ocultas usam o mesmo deslocamento ``offset`` dos dois
+    lados. Devolve ``[(célula, mensagem local ou None se passou, veredito remoto), ...]``.
+    """
+    import math
+
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    from transformer_course.exercises import all_exercises
+    from transformer_course.feedback import CheckFailure
+    from transformer_course.instructor.judge import judge_cell
+    from transformer_course.probe import LocalStudent, judging
+
+    exercise = next(ex for ex in all_exercises() if ex.chapter == chapter and ex.name == name)
+    namespace = {"torch": torch, "math": math, "nn": nn, "F": F}
+    exec(code, namespace)  # noqa: S102 - a resposta errada, local, para comparar
+    local = {}
+    for cell in exercise.cells:
+        check = exercise.hidden if cell.hidden else exercise.visible
+        with judging(LocalStudent(), offset if cell.hidden else 0, []):
+            try:
+                check(namespace[name])
+                local[cell.grade_id] = None
+            except CheckFailure as failure:
+                local[cell.grade_id] = str(failure)
+    kernel.run(code)
+    return [
+        (cell, local[cell.grade_id], judge_cell(chapter, cell.grade_id, kernel.student(), offset))
+        for cell in exercise.cells
+    ]
+
+
+def sent_tensors(check, answer, offset: int) -> list[str]:
+    """Os tensores (``.npy`` em base64) que ``check`` mandou ao lado do aluno, julgando com ``offset``.
+
+    Serve para conferir que os casos ocultos mudam com o deslocamento de cada entrega (e os visíveis,
+    não): a verificação roda localmente, mas cada pedido é registrado como sai para o kernel.
+    """
+    from transformer_course.probe import LocalStudent, judging
+
+    class Recording(LocalStudent):
+        def __init__(self):
+            super().__init__()
+            self.sent: list[str] = []
+
+        def send(self, message: dict) -> dict:
+            self.sent += [t["data"] or "" for t in message.get("tensors", [])]
+            return super().send(message)
+
+    student = Recording()
+    with judging(student, offset, []):
+        check(answer)
+    return student.sent

@@ -181,6 +181,34 @@ def test_interface_em_portugues(page, lab):
     page.keyboard.press("Escape")
 
 
+def test_validar_e_navegador_de_arquivos_em_portugues(page, lab):
+    """O que o pacote de idioma pt-BR (4.5.post3) deixa em inglês no JupyterLab 4.6 e o aluno vê: o
+    cabeçalho do navegador de arquivos ("Modified"), o estado do kernel ("Idle") e a ferramenta de
+    validação do nbgrader ("Validate", que escreve os textos sem o tradutor do JupyterLab).
+    ``scripts/configure_lab.py`` completa o pacote e instala a extensão que traduz o nbgrader."""
+    chapter = "05_mascaras"
+    open_notebook(page, lab, f"{SOLUTIONS_DIR}/{chapter}/{chapter}.ipynb")
+    header = page.locator(".jp-DirListing-header").first.inner_text()
+    assert "Modified" not in header and ("Modificado" in header or "Última modificação" in header), header
+    status = page.locator(".jp-StatusBar-Widget", has_text="Ocioso").first
+    status.wait_for(timeout=120_000)  # o kernel iniciou e está ocioso: "Ocioso", não "Idle"
+    button = page.locator(".jp-NotebookPanel-toolbar .validate-button").first
+    label = button.locator(".jp-ToolbarButtonComponent-label")
+    assert label.inner_text().strip() == "Validar", label.inner_text()
+    assert "Validar a tarefa" in (button.get_attribute("title") or ""), button.get_attribute("title")
+    assert button.get_attribute("aria-label") == "Validar", button.get_attribute("aria-label")
+    button.click()
+    dialog = page.locator(".jp-Dialog").first
+    dialog.wait_for(state="visible", timeout=300_000)  # o nbgrader roda o notebook inteiro
+    page.locator(".jp-Dialog-header", has_text="Resultado da validação").first.wait_for(timeout=10_000)
+    body = page.locator(".jp-Dialog-body").first.inner_text()
+    assert "Tudo certo! O seu notebook passa em todos os testes." in body, body
+    assert "Validate" not in label.inner_text() and "Success" not in body
+    shot(page, "01_validar_em_portugues")
+    page.locator(".jp-Dialog-footer button").last.click()
+    dialog.wait_for(state="detached")
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_solucao_executa_e_widget_responde(page, lab, chapter):
     if not (ROOT / "solutions" / chapter / f"{chapter}.ipynb").exists():

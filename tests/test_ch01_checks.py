@@ -752,3 +752,44 @@ def test_checks_write_nothing_to_stderr(capsys):
     for check, answer in ((ch01.check_apply_rope, rope_loops), (ch01.check_token_embedding, TokenPow)):
         check(answer)
     assert capsys.readouterr().err == ""
+
+
+# ================================================================= sementes por entrega (correção)
+
+HIDDEN_CORRECT = [
+    (ch01.check_sinusoidal_encoding_hidden, sin_exp_log_float32),
+    (ch01.check_token_embedding_hidden, TokenPow),
+    (ch01.check_token_embedding_hidden, TokenFloat64Inside),
+    (ch01.check_sinusoidal_positional_encoding_hidden, SpeBatchedBuffer),
+    (ch01.check_learned_positional_embedding_hidden, LpeWeightSlice),
+    (ch01.check_apply_rope_hidden, rope_loops),
+    (ch01.check_apply_rope_hidden, rope_matrix),
+    (ch01.check_alibi_slopes_hidden, slopes_geometric),
+    (ch01.check_alibi_bias_hidden, bias_einsum),
+]
+
+
+@pytest.mark.parametrize("offset", [1, 48_611, 999_999_937])
+def test_hidden_checks_accept_correct_variants_with_per_submission_seeds(offset):
+    """Na correção, os casos ocultos mudam de entrega para entrega (as sementes são deslocadas);
+    uma resposta certa passa com qualquer deslocamento."""
+    from transformer_course.probe import LocalStudent, judging
+
+    for check, answer in HIDDEN_CORRECT:
+        with judging(LocalStudent(), offset, []):
+            check(answer)
+
+
+def test_hidden_cases_change_with_the_submission_and_visible_ones_do_not():
+    from judge_helpers import sent_tensors
+
+    deterministic = {  # casos só de tamanhos, sem nada sorteado
+        ch01.check_sinusoidal_encoding_hidden,
+        ch01.check_alibi_slopes_hidden,
+        ch01.check_alibi_bias_hidden,
+    }
+    for check, answer in HIDDEN_CORRECT:
+        if check not in deterministic:
+            assert sent_tensors(check, answer, 1) != sent_tensors(check, answer, 2), check.__name__
+    for check, answer in [(ch01.check_token_embedding, TokenPow), (ch01.check_apply_rope, rope_loops)]:
+        assert sent_tensors(check, answer, 1) == sent_tensors(check, answer, 2), check.__name__

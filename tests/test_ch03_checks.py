@@ -12,6 +12,7 @@ from torch.nn import functional as F
 
 from transformer_course import multihead as ref
 from transformer_course.checks import ch03
+from transformer_course.probe import LocalStudent, judging
 
 # ---------------------------------------------------------------- split_heads / merge_heads
 
@@ -256,6 +257,20 @@ class PerHeadLoop(Base):
         return self.W_O(torch.cat(outs, dim=-1)), torch.stack(ws, dim=1)
 
 
+class ScalesQueriesInPlace(Base):
+    """Correta: a escala aplicada no lugar sobre Q (uma view da saída de W_Q), depois do gancho."""
+
+    def forward(self, query, key, value, mask=None):
+        q, k, v = (self.split(t) for t in self.project(query, key, value))
+        q /= math.sqrt(self.d_k)
+        scores = q @ k.transpose(-2, -1)
+        mask = self.prepare_mask(mask)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(-1)
+        return self.finish(self.merge(self.drop(weights) @ v), weights)
+
+
 class SplitNoTranspose(Base):
     def split(self, x):
         B, T, D = x.shape
@@ -346,7 +361,9 @@ class ReferenceCopy(ref.MultiHeadAttention):
     pass
 
 
-@pytest.mark.parametrize("cls", [ref.MultiHeadAttention, Base, FusedEinsumWhere, PerHeadLoop])
+@pytest.mark.parametrize(
+    "cls", [ref.MultiHeadAttention, Base, FusedEinsumWhere, PerHeadLoop, ScalesQueriesInPlace]
+)
 def test_mha_correct_variants_pass(cls, capsys):
     ch03.check_multi_head_attention(cls)
     if cls is not ref.MultiHeadAttention:
@@ -541,3 +558,16 @@ def test_mha_names_value_projected_from_key():
 
     with pytest.raises(AssertionError, match=r"aparece em `W_V\(value\)`.*\n(.*\n)*.*`W_V` aplicada a `key`"):
         ch03.check_multi_head_attention(ValueFromKey)
+
+
+@pytest.mark.parametrize("offset", [1, 987_654_321])
+def test_hidden_checks_accept_correct_variants_with_other_seeds(offset):
+    """Na correção, os casos ocultos mudam a cada entrega (as sementes deslocadas): as respostas certas
+    escritas de outro jeito passam com qualquer sorteio (o relatório da conversão rodou 20)."""
+    with judging(LocalStudent(), offset, []):
+        for fn in (split_loops, split_unflatten):
+            ch03.check_split_heads_hidden(fn)
+        for fn in (merge_cat, merge_einsum_flatten):
+            ch03.check_merge_heads_hidden(fn)
+        for cls in (FusedEinsumWhere, PerHeadLoop, PerHeadDropoutOrder, ScalesQueriesInPlace):
+            ch03.check_multi_head_attention_hidden(cls)

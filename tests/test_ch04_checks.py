@@ -17,6 +17,7 @@ from transformer_course import interop
 from transformer_course import layers as ref
 from transformer_course.checks import ch04
 from transformer_course.multihead import MultiHeadAttention
+from transformer_course.probe import LocalStudent, judging
 
 FFN_CHECKS = [ch04.check_feed_forward, ch04.check_feed_forward_hidden]
 ENC_CHECKS = [ch04.check_encoder_layer, ch04.check_encoder_layer_hidden]
@@ -599,11 +600,11 @@ def test_reference_layers_equal_pytorch(norm_first):
 def test_variant_builder_matches_pytorch():
     """O montador de variantes das verificações, sem erro, é a própria camada do PyTorch."""
     for norm_first in (True, False):
-        t = ch04._torch_layer(True, 8, 2, 16, norm_first, 0)
+        t = ch04._torch_layer(True, 8, 2, 16, norm_first, torch.Generator().manual_seed(0))
         x, mem = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
         out, _, _ = ch04._variant(t, x, mem, None, None, norm_first)
         torch.testing.assert_close(out, t(x, mem))
-        te = ch04._torch_layer(False, 8, 2, 16, norm_first, 0)
+        te = ch04._torch_layer(False, 8, 2, 16, norm_first, torch.Generator().manual_seed(0))
         torch.testing.assert_close(ch04._variant(te, x, None, None, None, norm_first)[0], te(x))
 
 
@@ -631,3 +632,18 @@ def test_encoder_stack_shapes_and_causal_option():
     x, weights = enc(ids, causal)
     assert x.shape == (2, 7, 16) and len(weights) == 3
     assert torch.all(weights[0].masked_select(~causal) == 0)
+
+
+@pytest.mark.parametrize("offset", [1, 987_654_321])
+def test_hidden_checks_accept_correct_variants_with_other_seeds(offset):
+    """Na correção, os casos ocultos mudam a cada entrega (as sementes deslocadas): as camadas certas
+    escritas de outro jeito passam com qualquer sorteio (o relatório da conversão rodou 20)."""
+    with judging(LocalStudent(), offset, []):
+        for check, cls in [
+            (ch04.check_feed_forward_hidden, FFNEinsum),
+            (ch04.check_feed_forward_hidden, FFNSequential),
+            (ch04.check_encoder_layer_hidden, EncoderBranches),
+            (ch04.check_encoder_layer_hidden, EncoderFloat64Inside),
+            (ch04.check_decoder_layer_hidden, DecoderBranches),
+        ]:
+            check(cls)

@@ -561,3 +561,34 @@ def test_softmax_without_keepdim_hinted():
 
     with pytest.raises(AssertionError, match="keepdim=True"):
         ch05.check_masked_softmax(no_keepdim)
+
+
+# ---------------------------------------------------------------- sementes por entrega (correção)
+
+HIDDEN_CORRECT = [
+    (ch05.check_padding_mask_hidden, padding_where),
+    (ch05.check_decoder_self_mask_hidden, decoder_logical),
+    (ch05.check_masked_softmax_hidden, softmax_big_negative_then_zero),
+    (ch05.check_masked_softmax_hidden, softmax_by_hand),
+]
+
+
+@pytest.mark.parametrize("offset", [1, 48_611, 999_999_937])
+def test_hidden_checks_accept_correct_variants_with_per_submission_seeds(offset):
+    """Na correção, os casos ocultos mudam de entrega para entrega (as sementes são deslocadas);
+    uma resposta certa passa com qualquer deslocamento."""
+    from transformer_course.probe import LocalStudent, judging
+
+    for check, answer in [*HIDDEN_CORRECT, (ch05.check_causal_mask_hidden, causal_arange)]:
+        with judging(LocalStudent(), offset, []):
+            check(answer)
+
+
+def test_hidden_cases_change_with_the_submission_and_visible_ones_do_not():
+    from judge_helpers import sent_tensors
+
+    for check, answer in HIDDEN_CORRECT:
+        assert sent_tensors(check, answer, 1) != sent_tensors(check, answer, 2), check.__name__
+    assert sent_tensors(ch05.check_masked_softmax, softmax_where, 1) == sent_tensors(
+        ch05.check_masked_softmax, softmax_where, 2
+    )

@@ -20,6 +20,7 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from transformer_course import training
 from transformer_course.checks import ch06
+from transformer_course.probe import LocalStudent, judging
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "06_treino_warmup.py"
@@ -372,27 +373,27 @@ def test_train_epoch_notebook_solution_passes(capsys):
     assert capsys.readouterr().err == ""
 
 
-@pytest.mark.parametrize(
-    ("kind", "match"),
-    [
-        ("sched_first", "ANTES de `optimizer.step\\(\\)`"),
-        ("no_zero_grad", "SEM `zero_grad\\(\\)`"),
-        ("zero_grad_end", "só no FIM"),
-        ("zero_grad_mid", "entre o `backward\\(\\)` e o `step\\(\\)`"),
-        ("no_clip", "SEM o recorte da norma"),
-        ("clip_after", "DEPOIS de `optimizer.step\\(\\)`"),
-        ("clip_fixed", "norma 1.0 fixa"),
-        ("clip_value", "recorte por valor"),
-        ("no_sched", "`scheduler.step\\(\\)` nunca foi chamado"),
-        ("sched_epoch", "uma vez por época"),
-        ("no_step", "`optimizer.step\\(\\)` nunca foi chamado"),
-        ("no_train", "modo de avaliação"),
-        ("loss_sum", "SOMA das perdas"),
-        ("loss_weighted", "ponderada pelo tamanho do lote"),
-        ("acc_batches", "média das acurácias dos lotes"),
-        ("loss_tensor", "ligado ao grafo"),
-    ],
-)
+TRAIN_MISTAKES = [
+    ("sched_first", "ANTES de `optimizer.step\\(\\)`"),
+    ("no_zero_grad", "SEM `zero_grad\\(\\)`"),
+    ("zero_grad_end", "só no FIM"),
+    ("zero_grad_mid", "entre o `backward\\(\\)` e o `step\\(\\)`"),
+    ("no_clip", "SEM o recorte da norma"),
+    ("clip_after", "DEPOIS de `optimizer.step\\(\\)`"),
+    ("clip_fixed", "norma 1.0 fixa"),
+    ("clip_value", "recorte por valor"),
+    ("no_sched", "`scheduler.step\\(\\)` nunca foi chamado"),
+    ("sched_epoch", "uma vez por época"),
+    ("no_step", "`optimizer.step\\(\\)` nunca foi chamado"),
+    ("no_train", "modo de avaliação"),
+    ("loss_sum", "SOMA das perdas"),
+    ("loss_weighted", "ponderada pelo tamanho do lote"),
+    ("acc_batches", "média das acurácias dos lotes"),
+    ("loss_tensor", "ligado ao grafo"),
+]
+
+
+@pytest.mark.parametrize(("kind", "match"), TRAIN_MISTAKES)
 def test_train_epoch_mistakes_rejected(kind, match, capsys):
     _reject(ch06.check_train_epoch, train_variant(kind), match)
     assert capsys.readouterr().err == ""
@@ -502,7 +503,15 @@ def eval_variant(kind="ok"):
                 model.train()
         elif kind not in ("leave_eval",):
             model.train(was)
-        loss = sum(losses) if kind == "loss_sum" else sum(losses) / len(losses)
+        sizes = [len(y) for _, y in loader]
+        if kind == "loss_sum":
+            loss = sum(losses)
+        elif kind == "loss_batch_mean":  # a média simples das perdas dos lotes (o erro do enunciado)
+            loss = sum(losses) / len(losses)
+        elif kind == "loss_no_division":
+            loss = sum(v * n for v, n in zip(losses, sizes))
+        else:  # a média por exemplo: Σ perda_b·B_b / N
+            loss = sum(v * n for v, n in zip(losses, sizes)) / total
         return {"loss": loss, "accuracy": correct / total}
 
     return fn
@@ -516,9 +525,26 @@ def eval_decorated(model, loader, loss_fn):
         out = [(_logits(model(x)), y) for x, y in loader]
         losses = [loss_fn(lg, y).item() for lg, y in out]
         hits = sum(int((lg.argmax(-1) == y).sum()) for lg, y in out)
-        return {"loss": float(np.mean(losses)), "accuracy": hits / sum(len(y) for _, y in out)}
+        sizes = [len(y) for _, y in out]
+        return {"loss": float(np.average(losses, weights=sizes)), "accuracy": hits / sum(sizes)}
     finally:
         model.train(mode)
+
+
+def eval_summed(model, loader, loss_fn):
+    """A média por exemplo somada num tensor (perda do lote × tamanho) e dividida por N no fim."""
+    was = model.training
+    model.eval()
+    total, hits, n = torch.zeros((), dtype=torch.float64), 0, 0
+    with torch.no_grad():
+        for x, y in loader:
+            logits = _logits(model(x))
+            total += loss_fn(logits, y).double() * y.numel()
+            hits += (logits.argmax(-1) == y).sum().item()
+            n += len(y)
+    model.train(was)
+    total = total.item()
+    return {"loss": total / n, "accuracy": hits / n}
 
 
 @pytest.mark.parametrize(
@@ -528,9 +554,10 @@ def eval_decorated(model, loader, loss_fn):
         eval_variant("inference_mode"),
         eval_variant("if_was"),
         eval_decorated,
+        eval_summed,
         SOL["evaluate"],
     ],
-    ids=["ok", "inference_mode", "if_was", "decorador", "notebook"],
+    ids=["ok", "inference_mode", "if_was", "decorador", "soma", "notebook"],
 )
 def test_evaluate_correct_variants_pass(fn, capsys):
     ch06.check_evaluate(fn)
@@ -538,19 +565,21 @@ def test_evaluate_correct_variants_pass(fn, capsys):
     assert capsys.readouterr().err == ""
 
 
-@pytest.mark.parametrize(
-    ("kind", "match"),
-    [
-        ("no_eval", "modo de TREINO durante a avaliação"),
-        ("grad_on", "gradientes estavam ligados"),
-        ("leave_eval", "ficou em modo de avaliação"),
-        ("always_train", "saiu em modo de treino"),
-        ("attr", "só parte do modelo"),
-        ("loss_sum", "SOMA das perdas"),
-        ("backward", "backward"),
-        ("zero_grad", "gradientes dos parâmetros mudaram"),
-    ],
-)
+EVAL_MISTAKES = [
+    ("no_eval", "modo de TREINO durante a avaliação"),
+    ("grad_on", "gradientes estavam ligados"),
+    ("leave_eval", "ficou em modo de avaliação"),
+    ("always_train", "saiu em modo de treino"),
+    ("attr", "só parte do modelo"),
+    ("loss_sum", "SOMA das perdas"),
+    ("loss_batch_mean", "média simples das perdas dos lotes; a avaliação pede a média por exemplo"),
+    ("loss_no_division", "sem dividir pelo total de exemplos"),
+    ("backward", "backward"),
+    ("zero_grad", "gradientes dos parâmetros mudaram"),
+]
+
+
+@pytest.mark.parametrize(("kind", "match"), EVAL_MISTAKES)
 def test_evaluate_mistakes_rejected(kind, match):
     _reject(ch06.check_evaluate, eval_variant(kind), match)
 
@@ -591,3 +620,38 @@ def test_checks_are_fast():
         start = time.process_time()
         check(SOL[name])
         assert time.process_time() - start < 1.0, name
+
+
+# ================================================================ sementes de cada entrega
+
+
+OFFSETS = [162134788, 34818343, 958937325]  # deslocamentos das sementes ocultas de três "entregas"
+CORRECT = {
+    "noam_lr": [SOL["noam_lr"], noam_branches, noam_numpy],
+    "make_warmup_scheduler": [SOL["make_warmup_scheduler"], sched_partial, sched_nested_def],
+    "train_epoch": [SOL["train_epoch"]]
+    + [train_variant(k) for k in ("ok", "model_zero_grad", "zero_grad_false", "opt_params", "len_loader")],
+    "evaluate": [SOL["evaluate"], eval_variant("inference_mode"), eval_variant("if_was"), eval_decorated,
+                 eval_summed],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("offset", OFFSETS)
+def test_hidden_checks_accept_correct_variants_with_any_seed_offset(offset, capsys):
+    """Na correção, os casos ocultos mudam a cada entrega: nenhuma resposta certa pode cair com isso."""
+    for name, answers in CORRECT.items():
+        for fn in answers:
+            with judging(LocalStudent(), offset, []):
+                getattr(ch06, f"check_{name}_hidden")(fn)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("offset", OFFSETS)
+def test_hidden_checks_reject_mistakes_with_any_seed_offset(offset):
+    """E nenhum erro conhecido passa por sorte (o recorte, por exemplo, precisa de gradientes grandes)."""
+    for kind, match in TRAIN_MISTAKES:
+        with judging(LocalStudent(), offset, []), pytest.raises(AssertionError, match=match):
+            ch06.check_train_epoch_hidden(train_variant(kind))
+    for kind, match in EVAL_MISTAKES:
+        with judging(LocalStudent(), offset, []), pytest.raises(AssertionError, match=match):
+            ch06.check_evaluate_hidden(eval_variant(kind))

@@ -46,7 +46,7 @@ def test_time_cap_is_reported_with_the_reference_run():
     assert history["step"][-1] == 1 and history["cut_by_time"] == [1.0]
     report = training_report(history, {"val_loss": 1.6, "seconds": 41, "where": "máquina livre"})
     assert "limite de tempo cortou o treino em 1 de 10000 passos" in report
-    assert "os 10000 passos chegam a 1.60 nats/caractere em 41 s (máquina livre)" in report
+    assert "os 10000 passos chegam a 1,60 nats/caractere em 41 s (máquina livre)" in report
 
 
 def test_schedule_follows_time_when_time_runs_out_first(monkeypatch):

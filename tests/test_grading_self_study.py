@@ -76,3 +76,41 @@ def test_make_grade_self_study(tmp_path):
     assert {p.parts[0] for p in new} == {"devolutivas"}
     assert {p: after[p] for p in before} == before
     assert not (course / "grading" / "submitted").exists(), "a correção deve rodar numa cópia temporária"
+
+    # O README diz: com bubblewrap, `make grade` roda confinado; sem ele, roda sem isolamento e avisa.
+    from transformer_course.instructor.sandbox import sandbox_problem
+
+    confined = sandbox_problem() is None
+    assert ("Isolamento: cada notebook rodou confinado" in out) == confined, out
+    assert ("SEM isolamento" in run.stderr) == (not confined), run.stderr
+
+
+def test_make_grade_without_bubblewrap_warns_and_goes_on(tmp_path):
+    """Sem o ``bwrap`` no PATH, ``make grade`` (o próprio notebook) não recusa como a correção da
+    turma: corrige sem isolamento, avisa em stderr e diz "Isolamento: NÃO" no fim (o que o README
+    promete)."""
+    course = copy_course(tmp_path / "curso", parts=("source", "release", "solutions", "scripts"))
+    work = course / "aluno" / CHAPTER
+    work.mkdir(parents=True)
+    nbformat.write(nbformat.read(ROOT / "solutions" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4),
+                   work / f"{CHAPTER}.ipynb")  # fmt: skip
+    bindir = tmp_path / "bin"  # só o ambiente virtual: o bwrap some do PATH
+    bindir.mkdir()
+    venv_bin = os.path.dirname(sys.executable)
+    for name in ("nbgrader", "alembic", "python", "python3", "jupyter"):
+        if os.path.exists(os.path.join(venv_bin, name)):
+            (bindir / name).symlink_to(os.path.join(venv_bin, name))
+    env = {k: v for k, v in os.environ.items() if k != "TRANSFORMER_COURSE_UNCONFINED"}
+    env["PATH"] = str(bindir)
+    run = subprocess.run(
+        [sys.executable, str(course / "scripts" / "grade.py"), CHAPTER],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "correção SEM isolamento" in run.stderr, run.stderr
+    assert "Isolamento: NÃO (sem bubblewrap)" in run.stdout, run.stdout
+    assert "automático: 7/7" in run.stdout, run.stdout

@@ -283,10 +283,19 @@ def test_ciclo_completo_da_turma(turma, browser):
         heading = page.locator("h4", has_text="Nota:").first.text_content()
         shot(page, f"07_{tag}_nota")
         expected = scores[name]
-        shown = re.search(r"Nota: ([\d.]+) / ([\d.]+)", heading)
+        # "Nota: 7 de 7 pontos corrigidos; 4 pontos a corrigir pelo professor" (pt-BR; os pontos das
+        # perguntas abertas ainda sem nota ficam fora do total) ou "Nota: 11 de 11 pontos".
+        shown = re.search(
+            r"Nota: ([\d,]+) de ([\d,]+) pontos?(?: corrigidos; ([\d,]+) pontos? a corrigir)?", heading
+        )
         assert shown, f"a devolutiva de {name} não mostra a nota: {heading!r}"
-        assert float(shown.group(1)) == pytest.approx(expected["score"]), (heading, expected)
-        assert float(shown.group(2)) == pytest.approx(expected["max_score"]), (heading, expected)
+        number = lambda s: float((s or "0").replace(",", "."))  # noqa: E731
+        assert number(shown.group(1)) == pytest.approx(expected["score"]), (heading, expected)
+        assert number(shown.group(2)) == pytest.approx(expected["max_score"] - expected["manual"]), (
+            heading,
+            expected,
+        )
+        assert number(shown.group(3)) == pytest.approx(expected["manual"]), (heading, expected)
         turma[f"page_{tag}"] = page
     turma["pages"] = pages
 

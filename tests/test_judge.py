@@ -21,7 +21,8 @@ from transformer_course.feedback import CheckFailure
 from transformer_course.instructor.judge import hidden_kwargs, judge_cell, seed_offset
 from transformer_course.probe import LocalStudent, judging
 
-CONVERTED = {"02_atencao", "07_familias"}  # capítulos cujas verificações já falam com o aluno só por pedidos
+# capítulos cujas verificações já falam com o aluno só por pedidos
+CONVERTED = set(CHAPTERS)  # todos os capítulos já falam com o aluno só por pedidos
 
 
 def _source_kwargs(chapter: str) -> dict[str, dict]:

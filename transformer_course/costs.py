@@ -36,8 +36,10 @@ def attention_cost(seq_len, d_model):
 
     Com H cabeças de largura Dk = d_model / H, cada cabeça faz 2·n²·Dk FLOPs em cada produto
     (multiplicação-soma = 2 FLOPs); somadas as cabeças, 2·n²·d_model por produto, qualquer que
-    seja H. Então ``flops`` = 4·n²·d_model vale para a camada inteira, e ``score_bytes`` = 4·n² é a
-    matriz de **uma** cabeça (a camada guarda H delas).
+    seja H. Então ``flops`` = 4·n²·d_model são os dois produtos da camada inteira, e
+    ``score_bytes`` = 4·n² é a matriz de **uma** cabeça (a camada guarda H delas). As projeções
+    W_Q, W_K, W_V e W_O, que não entram aqui, somam mais 8·n·d_model² FLOPs: a camada de atenção
+    custa 4·n²·d_model + 8·n·d_model², e os termos em n² passam os das projeções quando n > 2·d_model.
     """
     if seq_len <= 0 or d_model <= 0:
         raise ValueError(f"seq_len e d_model devem ser positivos; recebidos {seq_len} e {d_model}.")

@@ -54,8 +54,10 @@ def generate(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, gen
 
     ``model(ids)`` devolve logits (B, T, V); só a última posição importa. A temperatura
     divide os logits antes do softmax; 0 é a escolha gulosa (argmax). ``top_k`` mantém os
-    k maiores logits (todos, se passar do vocabulário). O sorteio usa só ``generator``. Se o
-    modelo tiver ``max_len``, o contexto é cortado nos últimos ``max_len`` tokens.
+    k maiores logits (todos, se passar do vocabulário). Com ``generator`` dado, o sorteio usa só
+    ele (a mesma semente dá o mesmo texto, e o gerador global não é tocado); com ``None``, o
+    ``torch.multinomial`` usa o gerador global. Se o modelo tiver ``max_len``, o contexto é cortado
+    nos últimos ``max_len`` tokens.
 
     Formas:
         prompt_ids (B, T0) -> (B, T0 + max_new_tokens), LongTensor

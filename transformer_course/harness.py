@@ -157,16 +157,34 @@ class _Forbid:
         self.mode = Mode()
 
 
+def _snapshot(value):
+    """Uma cópia do que passou por um submódulo, como estava naquele instante.
+
+    Sem a cópia, uma operação no lugar feita depois pela resposta (``q /= math.sqrt(d_k)`` sobre
+    a saída de ``W_Q``, uma forma correta de escrever a atenção) mudaria o valor guardado.
+    """
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_snapshot(v) for v in value)
+    return value
+
+
 def _capture(module, stages: dict, captured: dict) -> list:
-    """Ganchos nos submódulos: ``{"W_Q": "output", "W_O": "input"}`` guarda a saída ou a 1ª entrada."""
+    """Ganchos nos submódulos: ``{"W_Q": "output", "W_O": "input"}`` guarda a saída ou a 1ª entrada
+    da primeira chamada de cada um (uma cópia, tirada na hora)."""
     from functools import partial
 
     hooks = []
 
     def record(name, where, mod, args, kwargs, out):
-        value = (*args, *kwargs.values())[0] if where == "input" else out
-        if name not in captured:
-            captured[name] = value.detach() if hasattr(value, "detach") else value
+        if name in captured:
+            return
+        inputs = (*args, *kwargs.values())
+        value = (inputs[0] if inputs else None) if where == "input" else out
+        captured[name] = _snapshot(value)
 
     for name, where in stages.items():
         try:
@@ -220,7 +238,7 @@ def _call(request: dict, namespace: dict, objects: Objects) -> dict:
     forbid = _Forbid(options["forbid"]) if options.get("forbid") else None
     grad = options.get("grad")
     if options.get("seed") is not None:
-        torch.manual_seed(int(options["seed"]))
+        torch.default_generator.manual_seed(int(options["seed"]))  # só a CPU: o gerador que o Check empresta
     try:
         with contextlib.ExitStack() as stack:
             if forbid is not None:

@@ -11,6 +11,9 @@ eixo dentro da atenção e acaba com 5 eixos:
 As quatro funções de cima são as respostas dos exercícios (as mesmas do notebook). Embaixo,
 a causalidade como propriedade testável (``assert_causal`` e as sondas em que ele se apoia),
 reutilizável com qualquer função ``(B, T, ...) -> (B, T, ...)``; os capítulos seguintes a usam.
+Um teste que falha prova um vazamento (um contraexemplo basta); um que passa é evidência para as
+entradas testadas, não uma prova: esta olha a estrutura do modelo (a máscara em toda camada de
+atenção e nenhuma outra operação que misture posições).
 A tradução para as convenções do PyTorch (True = bloqueado, máscaras aditivas) mora em
 ``transformer_course.interop``.
 """
@@ -20,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+
+from .numbers import br
 
 __all__ = [
     "assert_causal",
@@ -173,7 +178,9 @@ def assert_causal(
 ) -> None:
     """Teste de propriedade: para cada corte t, trocar o futuro (> t) não muda as saídas <= t.
 
-    Levanta ``AssertionError`` (mensagem em pt-BR) no primeiro corte que vaza.
+    Levanta ``AssertionError`` (mensagem em pt-BR) no primeiro corte que vaza: isso prova que ``fn``
+    não é causal. Não levantar é evidência só para a entrada ``x`` e as trocas sorteadas (um
+    vazamento que dependa de outras entradas, de outro comprimento por exemplo, passa despercebido).
     """
     T = x.size(1)
     with torch.no_grad():
@@ -183,6 +190,6 @@ def assert_causal(
         if leak > atol * scale:
             raise AssertionError(
                 f"A função não é causal: trocar as entradas nas posições {t + 1}..{T - 1} mudou a "
-                f"saída nas posições 0..{t} (maior |Δ| = {leak:.3g}). Falta a máscara causal, ou ela "
-                "está invertida ou transposta."
+                f"saída nas posições 0..{t} (maior |Δ| = {br(leak, '.3g')}). Falta a máscara causal, "
+                "ela está invertida ou transposta, ou outra operação mistura as posições."
             )

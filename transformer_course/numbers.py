@@ -45,7 +45,7 @@ def br(x: float | int, spec: str = ".6g", *, scientific: str = "×10") -> str:
     if hasattr(x, "item"):
         x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
-        return "NaN" if math.isnan(x) else ("∞" if x > 0 else "−∞")
+        return "NaN" if math.isnan(x) else ("∞" if x > 0 else "-∞")
     text = format(x, spec)
     match = _EXPONENT.match(text)
     if match and scientific == "×10":

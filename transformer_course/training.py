@@ -95,9 +95,11 @@ def make_warmup_scheduler(optimizer, d_model, warmup_steps, factor=1.0):
 def train_epoch(model, loader, optimizer, scheduler, loss_fn, max_grad_norm=1.0):
     """Uma época de treino; devolve ``{"loss": média das perdas dos lotes, "accuracy": acertos/total}``.
 
-    Em cada lote, nesta ordem: zero_grad, forward, perda, backward, recorte da norma do gradiente
-    (*gradient clipping*) com ``max_grad_norm``, passo do otimizador e, por fim, passo do
-    agendador. O modelo pode devolver os logits ou uma tupla cujo primeiro elemento são os logits.
+    A perda da época é a média simples dos lotes: cada uma é de um passo diferente, com pesos
+    diferentes, e a média só resume a curva da época (a avaliação, ``evaluate``, pondera pelo
+    tamanho do lote). Em cada lote, nesta ordem: zero_grad, forward, perda, backward, recorte da
+    norma do gradiente (*gradient clipping*) com ``max_grad_norm``, passo do otimizador e, por fim,
+    passo do agendador. O modelo pode devolver os logits ou uma tupla cujo primeiro elemento são os logits.
     """
     model.train()
     device = next(model.parameters()).device
@@ -119,21 +121,25 @@ def train_epoch(model, loader, optimizer, scheduler, loss_fn, max_grad_norm=1.0)
 
 
 def evaluate(model, loader, loss_fn):
-    """Perda média dos lotes e acurácia, em modo de avaliação e sem gradientes.
+    """Perda média **por exemplo** e acurácia, em modo de avaliação e sem gradientes.
 
-    Devolve o modelo ao modo em que estava (treino ou avaliação).
+    ``loss_fn`` devolve a média de cada lote; a perda devolvida é Σ perda_b · B_b / N (a média do
+    lote vezes o tamanho dele, somada sobre os lotes, dividida pelo total de exemplos). Assim o
+    resultado não depende de como os lotes foram cortados: a média simples das perdas dos lotes
+    daria peso maior a cada exemplo de um último lote menor. Devolve o modelo ao modo em que
+    estava (treino ou avaliação).
     """
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    total_loss, n_batches, correct, seen = 0.0, 0, 0, 0
+    total_loss, correct, seen = 0.0, 0, 0
     with torch.no_grad():
         for x, y in loader:
             x, y = x.to(device), y.to(device)
             out = model(x)
             logits = out[0] if isinstance(out, (tuple, list)) else out  # (B, C)
-            total_loss, n_batches = total_loss + loss_fn(logits, y).item(), n_batches + 1
+            total_loss += loss_fn(logits, y).item() * y.numel()  # a média do lote × o tamanho do lote
             correct += (logits.argmax(dim=-1) == y).sum().item()
             seen += y.numel()
     model.train(was_training)
-    return {"loss": total_loss / n_batches, "accuracy": correct / seen}
+    return {"loss": total_loss / seen, "accuracy": correct / seen}

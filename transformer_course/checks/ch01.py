@@ -7,6 +7,11 @@ o desvio de uma tabela grande (64 mil valores: o desvio medido erra menos de 1 %
 mesma máscara); RoPE com cada par como número complexo vezes e^{i·p·θ}; ALiBi com laços. Cada erro
 conhecido é calculado nas mesmas entradas, para que a mensagem possa nomeá-lo. O isolamento é o do
 contexto :class:`feedback.Check`; cada módulo do aluno é construído com semente própria.
+
+Toda conversa com a resposta do aluno é um pedido (``c.call``, ``c.run``, ``c.describe``,
+``c.method``): os módulos ficam do lado do aluno (uma referência, :class:`wire.Handle`), e o que
+volta são dados — a saída, a tabela ``pe``, os pesos do ``nn.Embedding``, os gradientes. Assim a
+mesma verificação roda ao estudar e no juiz da correção.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from .. import positional as reference
+from .. import wire
 from ..exercises import Exercise, GradedCell
 from ..feedback import Check, Mistake, describe
-from ..runtime import dtype_name, seeded_generator
+from ..runtime import dtype_name
+from ..wire import Handle
 
 CHAPTER = "01_embeddings_posicao"
 
@@ -76,14 +83,22 @@ HINT = {  # os diagnósticos prováveis, pelo erro que os provoca
 
 # ---------------------------------------------------------------- utilidades
 
+# Os nomes qualificados das classes que a verificação procura no objeto do aluno (``Handle.is_a``).
+MODULE = f"{nn.Module.__module__}.{nn.Module.__qualname__}"
+EMBEDDING = f"{nn.Embedding.__module__}.{nn.Embedding.__qualname__}"
 
-def _seed(seed: int) -> None:
-    """Semente do gerador global da CPU (emprestado pelo Check; o da GPU não é tocado)."""
+
+def _oracle_seed(seed: int) -> None:
+    """Semente do gerador global da CPU DESTE lado, antes de sortear o dropout do oráculo.
+
+    O gerador é o emprestado pelo ``Check`` (o da GPU não é tocado). A resposta do aluno roda com a
+    mesma semente do lado dela (``c.run(..., seed=...)``): as máscaras coincidem.
+    """
     torch.default_generator.manual_seed(seed)
 
 
-def _x(seed: int, shape, dtype=torch.float32) -> torch.Tensor:
-    return torch.randn(*shape, generator=seeded_generator(seed), dtype=dtype)
+def _x(c: Check, seed: int, shape, dtype=torch.float32) -> torch.Tensor:
+    return torch.randn(*shape, generator=c.gen(seed), dtype=dtype)
 
 
 def _value_error(c: Check, tried: str, hint: str, fn: Callable, *args, **kwargs) -> None:
@@ -92,7 +107,7 @@ def _value_error(c: Check, tried: str, hint: str, fn: Callable, *args, **kwargs)
 
 def _on_graph(c: Check, out, what: str = "de x") -> None:
     c.expect(
-        isinstance(out, torch.Tensor) and out.requires_grad,
+        isinstance(out, torch.Tensor) and wire.info(out).requires_grad,
         f"A saída não está ligada ao grafo de gradientes {what} (não use `.detach()`, `.numpy()`, `.item()`, "
         "nem `torch.no_grad()`).",
     )
@@ -103,26 +118,40 @@ def _mistakes(labels: dict, table: Callable[[str], torch.Tensor], dtype=torch.fl
     return [Mistake(label, table(key).to(dtype)) for key, label in labels.items()]
 
 
-def _build(c: Check, cls: Callable, *args, seed: int = 0, **kwargs) -> nn.Module:
-    _seed(seed)
-    module = c.call(cls, *args, **kwargs)
+def _build(c: Check, cls: Callable, *args, seed: int = 0, **kwargs) -> Handle:
+    """Constrói o módulo do aluno do lado dele, com semente ``seed`` (deslocada nos testes ocultos)."""
+    response = c.run(cls, args, kwargs, keep=True, seed=seed + c.seed_offset)
+    c.raise_for(response)
+    module = response.value
     c.expect(
-        isinstance(module, nn.Module), f"Esperava um `nn.Module`; veio {describe(module)}.", HINT["module"]
+        isinstance(module, Handle) and module.is_a(MODULE),
+        f"Esperava um `nn.Module`; veio {describe(module)}.",
+        HINT["module"],
     )
     return module
 
 
-def _embedding(c: Check, module: nn.Module, attr: str, num: int, dim: int) -> nn.Embedding:
-    emb = getattr(module, attr, None)
+def _attr(desc: dict, name: str):
+    """O valor de um atributo pedido a ``c.describe`` (``None`` se ele não existe)."""
+    return desc["attrs"].get(name, {}).get("value")
+
+
+def _embedding(c: Check, module: Handle, attr: str, num: int, dim: int) -> tuple[torch.Tensor, dict]:
+    """Confere ``module.<attr>``, um ``nn.Embedding(num, dim)``; devolve a tabela (dados) e a descrição."""
+    fields = ("weight", "num_embeddings", "embedding_dim", "padding_idx")
+    desc = c.describe(module, attrs=[attr, *(f"{attr}.{f}" for f in fields)])
+    found = desc["attrs"].get(attr, {})
+    mro = desc.get("modules", {}).get(attr, {}).get("mro") or [found.get("type")]
+    what = describe(found.get("value"))
     c.expect(
-        isinstance(emb, nn.Embedding),
-        f"O módulo deveria ter o atributo `{attr}`, um `nn.Embedding`; encontrei {describe(emb)}.",
+        EMBEDDING in mro,
+        f"O módulo deveria ter o atributo `{attr}`, um `nn.Embedding`; encontrei {what}.",
         f"crie `self.{attr} = nn.Embedding(...)` no `__init__` (o nome do atributo é avaliado).",
     )
-    size = (emb.num_embeddings, emb.embedding_dim)
+    size = (_attr(desc, f"{attr}.num_embeddings"), _attr(desc, f"{attr}.embedding_dim"))
     body = f"`{attr}` deveria ser `nn.Embedding({num}, {dim})`; é `nn.Embedding({size[0]}, {size[1]})`."
     c.expect(size == (num, dim), body, HINT["swapped"] if size == (dim, num) else None)
-    return emb
+    return _attr(desc, f"{attr}.weight"), desc
 
 
 # ---------------------------------------------------------------- senoidal: oráculo e erros
@@ -195,7 +224,6 @@ def check_sinusoidal_encoding(fn: Callable) -> None:
 def check_sinusoidal_encoding_hidden(fn: Callable) -> None:
     """Testes ocultos: tamanhos extremos, tabela longa, valores inválidos, limites [−1, 1]."""
     with SIN.check(hidden=True) as c:
-        c.refuse_reference(fn, reference.sinusoidal_encoding, lambda: fn(4, 6))
         _run_sin(c, fn, 1, 2)
         table = _run_sin(c, fn, 200, 64)
         bounded = bool(table.abs().max() <= 1.0 + 1e-6)
@@ -208,13 +236,15 @@ def check_sinusoidal_encoding_hidden(fn: Callable) -> None:
             ((-3, 8), "max_len negativo deveria levantar ValueError."),
         ):
             _value_error(c, f"sinusoidal_encoding(max_len={args[0]}, d_model={args[1]})", hint, fn, *args)
+        # por último: uma resposta errada ouve antes o diagnóstico do erro dela
+        c.refuse_reference(fn, reference.sinusoidal_encoding, lambda: fn(4, 6))
 
 
 # ---------------------------------------------------------------- TokenEmbedding
 
 
-def _token_ids(seed: int, shape: tuple[int, ...], vocab: int, pad: int | None) -> torch.Tensor:
-    ids = torch.randint(0, vocab, shape, generator=seeded_generator(seed))
+def _token_ids(c: Check, seed: int, shape: tuple[int, ...], vocab: int, pad: int | None) -> torch.Tensor:
+    ids = torch.randint(0, vocab, shape, generator=c.gen(seed))
     if pad is not None:
         ids[..., -2:] = pad  # as duas últimas posições são padding
     return ids
@@ -226,14 +256,15 @@ def _run_token(c, cls, vocab, d_model, padding_idx, shape, seed, dtype=torch.flo
     module_dtype = "" if dtype == torch.float32 else f", módulo {dtype_name(dtype)}"
     c.case(f"TokenEmbedding({args}), token_ids {tuple(shape)}{module_dtype}")
     module = _build(c, cls, vocab, d_model, seed=seed, **kwargs)
-    emb = _embedding(c, module, "embedding", vocab, d_model)
-    body = f"`embedding.padding_idx` deveria ser {padding_idx}; é {emb.padding_idx}."
-    c.expect(emb.padding_idx == padding_idx, body, HINT["padding"] if padding_idx is not None else None)
-    module = module.to(dtype)
-    ids = _token_ids(seed, shape, vocab, padding_idx)
+    c.method(module, "to", dtype)  # a tabela lida a seguir já está no dtype do módulo
+    weight, desc = _embedding(c, module, "embedding", vocab, d_model)
+    emb_padding_idx = _attr(desc, "embedding.padding_idx")
+    body = f"`embedding.padding_idx` deveria ser {padding_idx}; é {emb_padding_idx}."
+    c.expect(emb_padding_idx == padding_idx, body, HINT["padding"] if padding_idx is not None else None)
+    ids = _token_ids(c, seed, shape, vocab, padding_idx)
     with c.untouched(token_ids=ids):
         out = c.call(module, ids)
-    looked_up = emb.weight.detach()[ids]  # (B, T) -> (B, T, D)
+    looked_up = weight.detach()[ids]  # (B, T) -> (B, T, D)
     mistakes = [
         Mistake("o embedding SEM a multiplicação por √d_model", looked_up),
         Mistake("o embedding multiplicado por d_model em vez de √d_model", looked_up * d_model),
@@ -243,7 +274,7 @@ def _run_token(c, cls, vocab, d_model, padding_idx, shape, seed, dtype=torch.flo
     c.close(out, looked_up * math.sqrt(d_model), "a saída", mistakes)
     if padding_idx is not None:
         pads = out.detach()[ids == padding_idx]
-        hint = HINT["rezero" if emb.padding_idx == padding_idx else "padding"]
+        hint = HINT["rezero" if emb_padding_idx == padding_idx else "padding"]
         c.expect(bool((pads == 0).all()), "As posições de padding deveriam sair como vetores nulos.", hint)
     return module
 
@@ -252,12 +283,12 @@ def _run_token_init(c: Check, cls, vocab: int, d_model: int, padding_idx: int | 
     """A tabela sorteada com desvio 1/√d_model (média 0) e a linha do padding nula."""
     c.case(f"TokenEmbedding({vocab}, {d_model}, padding_idx={padding_idx}): a tabela recém-criada")
     module = _build(c, cls, vocab, d_model, padding_idx=padding_idx, seed=seed)
-    emb = _embedding(c, module, "embedding", vocab, d_model)
-    table = emb.weight.detach().to(torch.float64)
+    weight, desc = _embedding(c, module, "embedding", vocab, d_model)
+    table = weight.detach().to(torch.float64)
     if padding_idx is not None:
         row = table[padding_idx]
         body = f"A linha {padding_idx} (a do padding) deveria começar em zero; tem norma {row.norm():.3g}."
-        hint = HINT["rezero" if emb.padding_idx == padding_idx else "padding"]
+        hint = HINT["rezero" if _attr(desc, "embedding.padding_idx") == padding_idx else "padding"]
         c.expect(bool((row == 0).all()), body, hint)
         table = torch.cat((table[:padding_idx], table[padding_idx + 1 :]))
     target = d_model**-0.5
@@ -284,34 +315,37 @@ def check_token_embedding(cls: Callable) -> None:
 def check_token_embedding_hidden(cls: Callable) -> None:
     """Testes ocultos: padding_idx ≠ 0, gradiente nulo na linha de padding, d_model ímpar, inicialização."""
     with TOK.check(hidden=True) as c:
-        c.refuse_reference(cls, reference.TokenEmbedding, lambda: cls(10, 4)(torch.tensor([[1, 2]])))
         module = _run_token(c, cls, 30, 9, 29, (2, 7), seed=3)
         # gradiente: a linha do padding não recebe gradiente; as usadas, sim
-        ids = _token_ids(4, (2, 7), 30, 29)
+        ids = _token_ids(c, 4, (2, 7), 30, 29)
         out = c.case("TokenEmbedding(30, 9, padding_idx=29): gradiente de (saída²).sum()").call(module, ids)
         _on_graph(c, out, "da tabela")
-        module.zero_grad()
-        out.pow(2).sum().backward()
-        grad = module.embedding.weight.grad
+        c.method(module, "zero_grad")
+        response = c.run(module, (ids,), grad={"loss": {"kind": "sum_sq"}, "params": ["embedding.weight"]})
+        c.raise_for(response)
+        grad = (response.param_grads or {}).get("embedding.weight")
         pad_ok = grad is not None and bool((grad[29] == 0).all())
         c.expect(pad_ok, "A linha do padding recebeu gradiente.", HINT["padding"])
         used = grad[torch.unique(ids[ids != 29])]
         c.expect(bool((used.abs().sum(-1) > 0).all()), "Linhas de tokens usados não receberam gradiente.")
         _run_token(c, cls, 5, 2, None, (1, 1), seed=5)
         _run_token_init(c, cls, 500, 36, 499, seed=7)
+        # por último: uma resposta errada ouve antes o diagnóstico do erro dela
+        c.refuse_reference(cls, reference.TokenEmbedding, lambda: cls(10, 4)(torch.tensor([[1, 2]])))
 
 
 # ---------------------------------------------------------------- SinusoidalPositionalEncoding
 
 
-def _pe_buffer(c: Check, module: nn.Module, max_len: int, d_model: int) -> torch.Tensor:
-    buffers, params = dict(module.named_buffers()), dict(module.named_parameters())
+def _pe_buffer(c: Check, module: Handle, max_len: int, d_model: int) -> torch.Tensor:
+    desc = c.describe(module, attrs=["pe"])
+    buffers, params = desc.get("buffers", {}), desc.get("params", {})
     c.expect(
         "pe" not in params, "`pe` é um parâmetro treinável; a tabela senoidal é fixa.", HINT["parameter"]
     )
     found = sorted(buffers) or "nenhum"
     c.expect("pe" in buffers, f"Não encontrei o buffer `pe` (buffers do módulo: {found}).", HINT["buffer"])
-    pe = buffers["pe"]
+    pe = _attr(desc, "pe")
     c.dtype(pe, torch.float32, "o buffer `pe`", HINT["float32"])
     size = f"O buffer `pe` deveria ter {max_len}×{d_model} elementos; tem forma {tuple(pe.shape)}."
     c.expect(pe.numel() == max_len * d_model, size)
@@ -321,10 +355,17 @@ def _pe_buffer(c: Check, module: nn.Module, max_len: int, d_model: int) -> torch
     return table
 
 
-def _run_forward(c: Check, module, x: torch.Tensor, table: torch.Tensor, labels, extra=()) -> torch.Tensor:
-    """``module(x)`` deve ser x + table[:T]; ``labels`` = (a posição com "pela", ela devolvida sozinha)."""
+def _run_forward(
+    c: Check, module, x: torch.Tensor, table: torch.Tensor, labels, extra=(), seed: int | None = None
+) -> torch.Tensor:
+    """``module(x)`` deve ser x + table[:T]; ``labels`` = (a posição com "pela", ela devolvida sozinha).
+
+    ``seed``: a semente do gerador global do lado do aluno logo antes da chamada (dropout).
+    """
     with c.untouched(x=x):
-        out = c.call(module, x)
+        response = c.run(module, (x,), seed=seed)
+        c.raise_for(response)
+        out = response.value
     seq_len, (by, alone) = x.size(-2), labels
     rows = table[:seq_len].to(x.dtype)
     mistakes = [
@@ -350,12 +391,12 @@ def check_sinusoidal_positional_encoding(cls: Callable) -> None:
         tried = "SinusoidalPositionalEncoding(d_model=16, max_len=40)"
         module = _build(c.case(tried), cls, 16, max_len=40)
         table = _pe_buffer(c, module, 40, 16)
-        module.eval()
-        _run_forward(c.case(f"{tried}, x (2, 10, 16)"), module, _x(0, (2, 10, 16)), table, SINUSOIDAL)
-        x64 = _x(1, (3, 7, 16), torch.float64)
+        c.method(module, "eval")
+        _run_forward(c.case(f"{tried}, x (2, 10, 16)"), module, _x(c, 0, (2, 10, 16)), table, SINUSOIDAL)
+        x64 = _x(c, 1, (3, 7, 16), torch.float64)
         out = _run_forward(c.case(f"{tried}, x (3, 7, 16) float64"), module, x64, table, SINUSOIDAL)
         c.dtype(out, torch.float64, "a saída", "x float64 deveria dar saída float64 (o dtype de x).")
-        x = _x(2, (1, 41, 16))
+        x = _x(c, 2, (1, 41, 16))
         _value_error(c, f"{tried}, x (1, 41, 16): mais longa que max_len", HINT["too long"], module, x)
 
 
@@ -363,18 +404,24 @@ def _run_dropout(c: Check, cls: Callable, p: float = 0.5) -> None:
     """Em treino: o dropout do PyTorch, uma vez, sobre x + PE (a mesma máscara sob a mesma semente).
 
     Em ``eval()``: nenhum dropout. Os erros conhecidos são sorteados com o mesmo estado do gerador
-    com que a resposta rodou; quem sorteia a máscara por conta própria é reconhecido pelo efeito.
+    com que a resposta rodou (a mesma semente, deste lado); quem sorteia a máscara por conta própria é
+    reconhecido pelo efeito.
     """
     tried = f"SinusoidalPositionalEncoding(d_model=16, max_len=20, dropout={p})"
     module = _build(c.case(f"{tried} em modo de treino, x (4, 20, 16)"), cls, 16, max_len=20, dropout=p)
-    x = _x(12, (4, 20, 16))
-    full = x + _pe_buffer(c, module, 20, 16)[:20]
+    x = _x(c, 12, (4, 20, 16))
+    table = _pe_buffer(c, module, 20, 16)
+    full = x + table[:20]
+    train_seed, eval_seed = 13 + c.seed_offset, 14 + c.seed_offset
 
     def drawn(seed: int, run: Callable[[], torch.Tensor]):
-        _seed(seed)  # o estado do gerador com que a resposta roda
+        _oracle_seed(seed)  # o estado do gerador com que a resposta rodou, do lado dela
         return run()
 
-    out = drawn(13, lambda: c.call(module.train(), x))
+    c.method(module, "train", True)
+    response = c.run(module, (x,), seed=train_seed)
+    c.raise_for(response)
+    out = response.value
     c.shape(out, x.shape)
     kept = out.detach() != 0
     zeros, frac = torch.zeros_like(full), kept.float().mean().item()
@@ -386,41 +433,48 @@ def _run_dropout(c: Check, cls: Callable, p: float = 0.5) -> None:
         "a máscara seja a do PyTorch"
     )
     mistakes = [
-        Mistake(twice, drawn(13, lambda: F.dropout(F.dropout(full, p), p))),
+        Mistake(twice, drawn(train_seed, lambda: F.dropout(F.dropout(full, p), p))),
         Mistake(twice, torch.where(kept, full / (1 - p) ** 2, zeros)),
         Mistake("os valores sem a reescala 1/(1 − p) do dropout", torch.where(kept, full, zeros)),
         Mistake(own, torch.where(kept, full / (1 - p), zeros)),
     ]
-    c.close(out, drawn(13, lambda: F.dropout(full, p)), "a saída em modo de treino", mistakes)
+    c.close(out, drawn(train_seed, lambda: F.dropout(full, p)), "a saída em modo de treino", mistakes)
     always = "o dropout ligado também em `eval()`: passe `training=self.training` ao `F.dropout`"
-    on_in_eval = Mistake(always, drawn(14, lambda: F.dropout(full, p)))
-    _seed(14)  # se o dropout continuar ligado em eval(), sorteia a mesma máscara de `on_in_eval`
-    table = module.pe.detach().reshape(20, 16)
-    _run_forward(c.case(f"{tried} em modo eval()"), module.eval(), x, table, SINUSOIDAL, [on_in_eval])
+    on_in_eval = Mistake(always, drawn(eval_seed, lambda: F.dropout(full, p)))
+    c.method(module, "eval")
+    # se o dropout continuar ligado em eval(), sorteia a mesma máscara de `on_in_eval`
+    tried_eval = c.case(f"{tried} em modo eval()")
+    _run_forward(tried_eval, module, x, table, SINUSOIDAL, [on_in_eval], seed=eval_seed)
 
 
 @SPE.hidden_check
 def check_sinusoidal_positional_encoding_hidden(cls: Callable) -> None:
     """Testes ocultos: dropout em treino (o do PyTorch) e em eval, T = max_len, .to(float64), gradiente."""
     with SPE.check(hidden=True) as c:
-        c.refuse_reference(
-            cls, reference.SinusoidalPositionalEncoding, lambda: cls(8, max_len=12)(torch.zeros(1, 3, 8))
-        )
         tried = "SinusoidalPositionalEncoding(d_model=8, max_len=12)"
-        module = _build(c.case(tried), cls, 8, max_len=12).eval()
+        module = _build(c.case(tried), cls, 8, max_len=12)
+        c.method(module, "eval")
         table = _pe_buffer(c, module, 12, 8)
-        x = _x(10, (2, 12, 8))
+        x = _x(c, 10, (2, 12, 8))
         _run_forward(c.case(f"{tried}, x (2, 12, 8): T = max_len"), module, x, table, SINUSOIDAL)
-        xg = _x(11, (1, 5, 8), torch.float64).requires_grad_()
-        out = c.case(f"{tried}.to(torch.float64), x (1, 5, 8) float64").call(module.to(torch.float64), xg)
+        xg = _x(c, 11, (1, 5, 8), torch.float64).requires_grad_()
+        c.case(f"{tried}.to(torch.float64), x (1, 5, 8) float64")
+        c.method(module, "to", torch.float64)
+        out = c.call(module, xg)
         c.dtype(
             out, torch.float64, "a saída", "`pe` precisa ser um buffer registrado para acompanhar `.to(...)`."
         )
         _on_graph(c, out)
-        out.sum().backward()
-        c.close(xg.grad, torch.ones_like(xg), "o gradiente de saída.sum() em relação a x")
+        response = c.run(module, (xg,), grad={"loss": {"kind": "sum"}})
+        c.raise_for(response)
+        grad = (response.grads or [None])[0]
+        c.close(grad, torch.ones_like(xg), "o gradiente de saída.sum() em relação a x")
         _run_dropout(c, cls)
         _value_error(c, "SinusoidalPositionalEncoding(d_model=7)", HINT["odd"], cls, 7, max_len=10)
+        # por último: uma resposta errada ouve antes o diagnóstico do erro dela
+        c.refuse_reference(
+            cls, reference.SinusoidalPositionalEncoding, lambda: cls(8, max_len=12)(torch.zeros(1, 3, 8))
+        )
 
 
 # ---------------------------------------------------------------- LearnedPositionalEmbedding
@@ -428,8 +482,9 @@ def check_sinusoidal_positional_encoding_hidden(cls: Callable) -> None:
 LEARNED = ("pelo embedding de posição", "o embedding aprendido devolvido sem somar x")
 
 
-def _run_lpe(c: Check, module, x: torch.Tensor) -> torch.Tensor:
-    return _run_forward(c, module, x, module.position_embedding.weight.detach(), LEARNED)
+def _run_lpe(c: Check, module: Handle, x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """``module(x)`` deve ser x + a tabela de posições (lida do módulo por ``_embedding``)."""
+    return _run_forward(c, module, x, table, LEARNED)
 
 
 @LPE.visible_check
@@ -438,12 +493,14 @@ def check_learned_positional_embedding(cls: Callable) -> None:
     with LPE.check() as c:
         tried = "LearnedPositionalEmbedding(max_len=12, d_model=8)"
         module = _build(c.case(tried), cls, 12, 8)
-        _embedding(c, module, "position_embedding", 12, 8)
-        _run_lpe(c.case(f"{tried}, x (2, 7, 8)"), module, _x(20, (2, 7, 8)))
-        x64 = _x(21, (3, 5, 8), torch.float64)
-        out = _run_lpe(c.case(f"{tried}.double(), x (3, 5, 8) float64"), module.double(), x64)
+        table, _ = _embedding(c, module, "position_embedding", 12, 8)
+        _run_lpe(c.case(f"{tried}, x (2, 7, 8)"), module, _x(c, 20, (2, 7, 8)), table)
+        x64 = _x(c, 21, (3, 5, 8), torch.float64)
+        c.case(f"{tried}.double(), x (3, 5, 8) float64")
+        c.method(module, "double")  # a tabela em float64 tem os mesmos valores (float32 -> float64 é exato)
+        out = _run_lpe(c, module, x64, table)
         c.dtype(out, torch.float64)
-        x = _x(22, (1, 13, 8), torch.float64)
+        x = _x(c, 22, (1, 13, 8), torch.float64)
         _value_error(c, f"{tried}, x (1, 13, 8): mais longa que max_len", HINT["too long"], module, x)
 
 
@@ -451,20 +508,25 @@ def check_learned_positional_embedding(cls: Callable) -> None:
 def check_learned_positional_embedding_hidden(cls: Callable) -> None:
     """Testes ocultos: T = max_len, gradientes só nas linhas usadas, número de parâmetros."""
     with LPE.check(hidden=True) as c:
-        c.refuse_reference(cls, reference.LearnedPositionalEmbedding, lambda: cls(6, 5)(torch.zeros(1, 3, 5)))
         tried = "LearnedPositionalEmbedding(max_len=6, d_model=5)"
         module = _build(c.case(tried), cls, 6, 5, seed=1)
-        _embedding(c, module, "position_embedding", 6, 5)
-        n_params = sum(p.numel() for p in module.parameters())
+        table, desc = _embedding(c, module, "position_embedding", 6, 5)
+        n_params = desc.get("n_params")
         c.expect(n_params == 30, f"O módulo deveria ter 6·5 = 30 parâmetros; tem {n_params}.")
-        _run_lpe(c.case(f"{tried}, x (2, 6, 5): T = max_len"), module, _x(23, (2, 6, 5)))
-        out = c.case(f"{tried}, x (3, 4, 5): gradiente de saída.sum()").call(module, _x(24, (3, 4, 5)))
+        _run_lpe(c.case(f"{tried}, x (2, 6, 5): T = max_len"), module, _x(c, 23, (2, 6, 5)), table)
+        x = _x(c, 24, (3, 4, 5))
+        out = c.case(f"{tried}, x (3, 4, 5): gradiente de saída.sum()").call(module, x)
         _on_graph(c, out, "da tabela de posições")
-        out.sum().backward()
+        grad_of = {"loss": {"kind": "sum"}, "params": ["position_embedding.weight"]}
+        response = c.run(module, (x,), grad=grad_of)
+        c.raise_for(response)
         expected = torch.zeros(6, 5)
         expected[:4] = 3.0  # cada posição usada recebe 1 por exemplo do lote
-        c.close(module.position_embedding.weight.grad, expected, "o gradiente da tabela de posições")
-        _value_error(c, f"{tried}, x (2, 9, 5)", HINT["too long"], module, _x(25, (2, 9, 5)))
+        grad = (response.param_grads or {}).get("position_embedding.weight")
+        c.close(grad, expected, "o gradiente da tabela de posições")
+        _value_error(c, f"{tried}, x (2, 9, 5)", HINT["too long"], module, _x(c, 25, (2, 9, 5)))
+        # por último: uma resposta errada ouve antes o diagnóstico do erro dela
+        c.refuse_reference(cls, reference.LearnedPositionalEmbedding, lambda: cls(6, 5)(torch.zeros(1, 3, 5)))
 
 
 # ---------------------------------------------------------------- RoPE
@@ -534,9 +596,9 @@ def check_apply_rope(fn: Callable) -> None:
             torch.allclose(norms, torch.ones_like(norms), atol=1e-5),
             f"Uma rotação preserva a norma de cada par; as normas ficaram {norms.flatten().tolist()}.",
         )
-        _run_rope(c, fn, _x(30, (2, 5, 8)))
-        _run_rope(c, fn, _x(31, (3, 4, 6)), torch.tensor([5, 0, 2, 9]))
-        x4 = _x(32, (2, 2, 5, 8), torch.float64)
+        _run_rope(c, fn, _x(c, 30, (2, 5, 8)))
+        _run_rope(c, fn, _x(c, 31, (3, 4, 6)), torch.tensor([5, 0, 2, 9]))
+        x4 = _x(c, 32, (2, 2, 5, 8), torch.float64)
         _run_rope(c, fn, x4, torch.tensor([7, 3, 1, 0, 4]), extra=" (4-D: lote e cabeças)")
 
 
@@ -544,22 +606,22 @@ def check_apply_rope(fn: Callable) -> None:
 def check_apply_rope_hidden(fn: Callable) -> None:
     """Testes ocultos: base, posições grandes em float64, 2-D, gradiente, propriedade relativa, erros."""
     with ROPE.check(hidden=True) as c:
-        for ref in (reference.apply_rope, reference.apply_rope_half):
-            c.refuse_reference(fn, ref, lambda: fn(torch.ones(1, 3, 4)))
-        _run_rope(c, fn, _x(33, (2, 4, 8)), torch.tensor([0, 1, 2, 3]), base=100.0)
+        _run_rope(c, fn, _x(c, 33, (2, 4, 8)), torch.tensor([0, 1, 2, 3]), base=100.0)
         far = torch.tensor([4095, 0, 1000, 2048, 3, 777])
-        _run_rope(c, fn, _x(34, (1, 6, 16), torch.float64), far, extra=" (posições grandes)")
-        _run_rope(c, fn, _x(35, (7, 2)), extra=" (2-D, d = 2)")
-        _run_rope(c, fn, _x(36, (4, 3, 6)).transpose(0, 1), extra=" (tensor não contíguo)")
+        _run_rope(c, fn, _x(c, 34, (1, 6, 16), torch.float64), far, extra=" (posições grandes)")
+        _run_rope(c, fn, _x(c, 35, (7, 2)), extra=" (2-D, d = 2)")
+        _run_rope(c, fn, _x(c, 36, (4, 3, 6)).transpose(0, 1), extra=" (tensor não contíguo)")
         # gradiente: a transposta de uma rotação é a rotação inversa
-        x = _x(37, (2, 5, 4), torch.float64).requires_grad_()
-        g = _x(38, (2, 5, 4), torch.float64)
+        x = _x(c, 37, (2, 5, 4), torch.float64).requires_grad_()
+        g = _x(c, 38, (2, 5, 4), torch.float64)
         out = c.case("x (2, 5, 4) float64: gradiente de (saída·g).sum()").call(fn, x)
         _on_graph(c, out)
-        (out * g).sum().backward()
-        c.close(x.grad, _rope_oracle(g, None, variant="reverso"), "o gradiente em x")
+        response = c.run(fn, (x,), grad={"loss": {"kind": "dot", "weights": g}})
+        c.raise_for(response)
+        grad = (response.grads or [None])[0]
+        c.close(grad, _rope_oracle(g, None, variant="reverso"), "o gradiente em x")
         # propriedade relativa: ⟨RoPE(q, m), RoPE(k, n)⟩ depende só de m − n
-        gen = seeded_generator(39)
+        gen = c.gen(39)
         q, k = (torch.randn(1, 8, generator=gen, dtype=torch.float64) for _ in range(2))
         c.case("⟨RoPE(q, m), RoPE(k, n)⟩ com m − n = 2 e três valores de m")
         rotated = [
@@ -568,9 +630,12 @@ def check_apply_rope_hidden(fn: Callable) -> None:
         scores = [(qm * kn).sum().item() for qm, kn in rotated]
         body = f"Os produtos escalares deveriam ser iguais (só dependem de m − n); vieram {scores}."
         c.expect(max(scores) - min(scores) < 1e-9, body)
-        _value_error(c, "x (2, 3, 5): última dimensão ímpar", HINT["odd d"], fn, _x(40, (2, 3, 5)))
-        x = _x(41, (2, 3, 4))
+        _value_error(c, "x (2, 3, 5): última dimensão ímpar", HINT["odd d"], fn, _x(c, 40, (2, 3, 5)))
+        x = _x(c, 41, (2, 3, 4))
         _value_error(c, "x (2, 3, 4) com positions de 5 elementos", HINT["positions"], fn, x, torch.arange(5))
+        # por último: uma resposta errada ouve antes o diagnóstico do erro dela
+        for ref in (reference.apply_rope, reference.apply_rope_half):
+            c.refuse_reference(fn, ref, lambda: fn(torch.ones(1, 3, 4)))
 
 
 # ---------------------------------------------------------------- ALiBi
@@ -613,11 +678,12 @@ def check_alibi_slopes(fn: Callable) -> None:
 def check_alibi_slopes_hidden(fn: Callable) -> None:
     """Testes ocultos: H = 1, H = 16, H que não é potência de 2, H inválido."""
     with SLOPES.check(hidden=True) as c:
-        c.refuse_reference(fn, reference.alibi_slopes, lambda: fn(4))
         for h in (1, 16, 12):
             _run_slopes(c, fn, h)
         for h in (0, -2):
             _value_error(c, f"alibi_slopes(n_heads={h})", "n_heads ≤ 0 deveria levantar ValueError.", fn, h)
+        # por último: uma resposta errada ouve antes o diagnóstico do erro dela
+        c.refuse_reference(fn, reference.alibi_slopes, lambda: fn(4))
 
 
 def _bias_table(n_heads: int, seq_len: int, variant: str = "certo") -> torch.Tensor:
@@ -675,12 +741,13 @@ def check_alibi_bias(fn: Callable) -> None:
 def check_alibi_bias_hidden(fn: Callable) -> None:
     """Testes ocultos: H = 1 e T = 1, H que não é potência de 2, comprimentos inválidos."""
     with BIAS.check(hidden=True) as c:
-        c.refuse_reference(fn, reference.alibi_bias, lambda: fn(4, 5))
         for h, t in ((1, 1), (12, 10), (16, 3)):
             _run_bias(c, fn, h, t)
         _value_error(
             c, "alibi_bias(n_heads=4, seq_len=0)", "seq_len ≤ 0 deveria levantar ValueError.", fn, 4, 0
         )
+        # por último: uma resposta errada ouve antes o diagnóstico do erro dela
+        c.refuse_reference(fn, reference.alibi_bias, lambda: fn(4, 5))
 
 
 EXERCISES = (TOK, SIN, SPE, LPE, ROPE, SLOPES, BIAS)

@@ -1,9 +1,14 @@
 """Verificações do capítulo 3: ``split_heads``, ``merge_heads`` e ``MultiHeadAttention``.
 
 Oráculos independentes do código do aluno: as cabeças separadas e juntadas com fatias, e o
-``nn.MultiheadAttention`` com os mesmos pesos (``interop``), um mapa por cabeça e, em modo de treino
-com dropout, o mesmo estado do gerador. Ganchos (*forward hooks*) em W_Q, W_K, W_V e W_O dizem onde
-aparece a primeira diferença: projeções, pesos, cabeças juntadas, saída.
+``nn.MultiheadAttention`` com os mesmos pesos (copiados pelo nome, ``c.load``), um mapa por cabeça
+e, em modo de treino com dropout, o mesmo estado do gerador (``seed``). Ganchos (*forward hooks*,
+``capture``) em W_Q, W_K, W_V e W_O dizem onde aparece a primeira diferença: projeções, pesos,
+cabeças juntadas, saída.
+
+Toda conversa com a resposta do aluno é um pedido (``c.run``, ``c.new``, ``c.describe``,
+``c.load``): o módulo fica do lado do aluno, e aqui chegam só dados. O mesmo código roda ao estudar
+e no juiz da correção.
 """
 
 from __future__ import annotations
@@ -11,17 +16,16 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from functools import partial
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .. import interop
+from .. import interop, wire
 from .. import multihead as reference
 from ..exercises import Exercise, GradedCell
-from ..feedback import Check, CheckFailure, Mistake, describe
-from ..runtime import seeded_generator
+from ..feedback import Check, CheckFailure, Mistake, describe, expect_close
+from .structure import LINEAR, is_a, is_module, part, prepare, qualname, shown, watched
 
 __all__ = ["check_merge_heads", "check_multi_head_attention", "check_split_heads"]
 
@@ -36,8 +40,9 @@ MERGE = _exercise("merge_heads", "merge_heads", 1, 1)
 MHA = _exercise("MultiHeadAttention", "multi_head_attention", 3, 4)
 
 HINTS = {
-    "view": "`view` só funciona quando a memória do tensor é contígua, e depois de um `transpose` ela não "
-    "é: use `.reshape(...)` ou `.contiguous().view(...)`.",
+    "view": "`view` não consegue juntar num eixo só dois eixos que um `transpose` separou na memória "
+    "(a forma pedida não é compatível com os passos, os *strides*, do tensor): use `.reshape(...)` ou "
+    "`.contiguous().view(...)`.",
     "divisibility": "falta a verificação de divisibilidade: antes de separar as cabeças, teste "
     "`d_model % n_heads` e levante `ValueError` com uma mensagem que explique o problema.",
     "mask3d": "uma máscara 3-D (B, Tq, Tk) precisa ganhar o eixo das cabeças antes de encontrar os scores "
@@ -58,14 +63,18 @@ HINTS = {
 # ---------------------------------------------------------------- utilidades
 
 
+def _checked(c: Check, response, hint: str | None = None):
+    """``c.raise_for`` que reconhece o erro clássico de `view` depois de um `transpose`."""
+    error = response.error or {}
+    if "view size is not compatible" in str(error.get("message", "")):
+        hint = HINTS["view"]
+    c.raise_for(response, hint)
+    return response
+
+
 def _call(c: Check, fn: Callable, *args, hint: str | None = None, **kwargs):
-    """``c.call`` que reconhece o erro clássico de `view` depois de um `transpose`."""
-    try:
-        return c.call(fn, *args, hint_on_error=hint, **kwargs)
-    except CheckFailure as failure:
-        if "view size is not compatible" not in str(failure):
-            raise
-    return c.call(fn, *args, hint_on_error=HINTS["view"], **kwargs)  # de novo, agora com o diagnóstico
+    """``c.call`` com o diagnóstico de `view` (:func:`_checked`)."""
+    return _checked(c, c.run(fn, args, kwargs), hint).value
 
 
 def _expect_value_error(c: Check, fn: Callable, tried: str, *args) -> None:
@@ -76,13 +85,27 @@ def _randn(gen, *shape, dtype=torch.float32):
     return torch.randn(*shape, generator=gen, dtype=dtype)
 
 
-def _gradient(c: Check, fn: Callable, tried: str, x: torch.Tensor, args: tuple, oracle: Callable) -> None:
-    """O gradiente que chega a ``x`` é o da operação inversa (``oracle``) aplicada aos pesos da saída."""
-    out = _call(c.case(tried), fn, x, *args)
-    c.expect(isinstance(out, torch.Tensor) and out.requires_grad, HINTS["graph"])
-    weights = torch.arange(out.numel(), dtype=torch.float64).view(out.shape)
-    c.call(lambda: (out * weights).sum().backward())
-    c.close(x.grad, oracle(weights), "o gradiente em `x`")
+def _on_graph(out) -> bool:
+    """A saída (ou a primeira da tupla) estava ligada ao grafo de gradientes, do lado do aluno?"""
+    first = out[0] if isinstance(out, tuple) and out else out
+    return isinstance(first, torch.Tensor) and wire.info(first).requires_grad
+
+
+def _gradient(c: Check, fn: Callable, tried: str, x: torch.Tensor, args: tuple, oracle: Callable, shape):
+    """O gradiente que chega a ``x`` é o da operação inversa (``oracle``) aplicada aos pesos da saída.
+
+    A perda é ``(saída · pesos).sum()``, com pesos 0, 1, 2… na forma ``shape`` da saída esperada.
+    """
+    c.case(tried)
+    weights = torch.arange(math.prod(shape), dtype=torch.float64).view(shape)
+    response = c.run(fn, (x, *args), grad={"loss": {"kind": "dot", "weights": weights}})
+    if response.error is not None:  # a chamada falhou, ou a perda não pôde ser derivada: por quê?
+        out = _call(c, fn, x, *args)
+        c.expect(_on_graph(out), HINTS["graph"])
+        c.shape(out, shape)
+        c.raise_for(response)
+    c.expect(_on_graph(response.value), HINTS["graph"])
+    c.close((response.grads or [None])[0], oracle(weights), "o gradiente em `x`")
 
 
 # ---------------------------------------------------------------- split_heads e merge_heads
@@ -137,7 +160,7 @@ def check_split_heads(fn: Callable) -> None:
         tried = "x (1, 3, 4) com x[0, t, d] = 10·t + d, n_heads = 2 (esperado: cabeça 0 = colunas 0-1, "
         x = (torch.arange(3).view(1, 3, 1) * 10 + torch.arange(4)).float()  # x[0, t, d] = 10·t + d
         _compare(c, fn, tried + "cabeça 1 = colunas 2-3, de cada token)", x, 2)
-        gen = seeded_generator(30)
+        gen = c.gen(30)
         x = _randn(gen, 2, 5, 12)
         _compare(c, fn, "x aleatório (2, 5, 12), n_heads = 3 (esperado: (2, 3, 5, 4))", x, 3)
         _compare(c, fn, "x aleatório (2, 4, 8), n_heads = 8 (d_k = 1)", _randn(gen, 2, 4, 8), 8)
@@ -149,8 +172,9 @@ def check_split_heads(fn: Callable) -> None:
 def check_split_heads_hidden(fn: Callable) -> None:
     """Testes ocultos de ``split_heads``: float64, uma cabeça, não contíguo, gradientes, divisibilidade."""
     with SPLIT.check(hidden=True) as c:
-        gen = seeded_generator(31)
-        c.refuse_reference(fn, reference.split_heads, lambda: fn(_randn(gen, 2, 3, 4), 2))
+        gen = c.gen(31)
+        x = _randn(gen, 2, 3, 4)
+        c.refuse_reference(fn, reference.split_heads, watched(fn, x, 2))
         _compare(c, fn, "x (3, 4, 6) float64, n_heads = 2", _randn(gen, 3, 4, 6, dtype=torch.float64), 2)
         _compare(c, fn, "x (2, 5, 6), n_heads = 1 (uma cabeça só)", _randn(gen, 2, 5, 6), 1)
         x = _randn(gen, 7, 2, 12).transpose(0, 1)  # (2, 7, 12), não contíguo
@@ -160,9 +184,8 @@ def check_split_heads_hidden(fn: Callable) -> None:
             tried = f"x (1, 2, {D}), n_heads = {H} ({D} não é divisível por {H})"
             _expect_value_error(c, fn, tried, _randn(gen, 1, 2, D), H)
         x = _randn(gen, 2, 3, 8, dtype=torch.float64).requires_grad_()
-        _gradient(
-            c, fn, "x (2, 3, 8) float64 com requires_grad, n_heads = 2 (gradientes)", x, (2,), _merge_oracle
-        )
+        tried = "x (2, 3, 8) float64 com requires_grad, n_heads = 2 (gradientes)"
+        _gradient(c, fn, tried, x, (2,), _merge_oracle, (2, 2, 3, 4))
 
 
 @MERGE.visible_check
@@ -172,7 +195,7 @@ def check_merge_heads(fn: Callable) -> None:
         tried = "x (1, 2, 3, 2): as cabeças de x (1, 3, 4), x[0, t, d] = 10·t + d (esperado: o x original)"
         x = (torch.arange(3).view(1, 3, 1) * 10 + torch.arange(4)).float()  # x[0, t, d] = 10·t + d
         _compare(c, fn, tried, _split_oracle(x, 2))
-        gen = seeded_generator(32)
+        gen = c.gen(32)
         _compare(c, fn, "x aleatório (2, 3, 5, 4) (esperado: (2, 5, 12))", _randn(gen, 2, 3, 5, 4))
         x = _randn(gen, 2, 6, 8)
         tried = "merge_heads(split_heads(x, 4)) para x (2, 6, 8) (deve devolver x)"
@@ -183,8 +206,9 @@ def check_merge_heads(fn: Callable) -> None:
 def check_merge_heads_hidden(fn: Callable) -> None:
     """Testes ocultos de ``merge_heads``: float64, uma cabeça, Dk = 1, contíguo, gradientes."""
     with MERGE.check(hidden=True) as c:
-        gen = seeded_generator(33)
-        c.refuse_reference(fn, reference.merge_heads, lambda: fn(_randn(gen, 2, 3, 4, 2)))
+        gen = c.gen(33)
+        x = _randn(gen, 2, 3, 4, 2)
+        c.refuse_reference(fn, reference.merge_heads, watched(fn, x))
         _compare(c, fn, "x (3, 2, 4, 5) float64", _randn(gen, 3, 2, 4, 5, dtype=torch.float64))
         _compare(c, fn, "x (2, 1, 3, 6): uma cabeça só", _randn(gen, 2, 1, 3, 6))
         _compare(c, fn, "x (2, 6, 3, 1): d_k = 1", _randn(gen, 2, 6, 3, 1))
@@ -197,16 +221,19 @@ def check_merge_heads_hidden(fn: Callable) -> None:
             x,
             (),
             lambda w: _split_oracle(w, 3),
+            (2, 4, 6),
         )
 
 
 # ---------------------------------------------------------------- MultiHeadAttention: o oráculo
 
 
-def _torch_mha(D: int, H: int, bias: bool, seed: int, dtype, dropout: float = 0.0) -> nn.MultiheadAttention:
+def _torch_mha(
+    c: Check, D: int, H: int, bias: bool, seed: int, dtype, dropout: float = 0.0
+) -> nn.MultiheadAttention:
     """Um ``nn.MultiheadAttention`` com pesos sorteados por um gerador próprio, em modo de avaliação."""
     torch_mha = nn.MultiheadAttention(D, H, dropout=dropout, bias=bias, batch_first=True)
-    gen = seeded_generator(seed)
+    gen = c.gen(seed)
     with torch.no_grad():
         for name, p in torch_mha.named_parameters():
             p.copy_(torch.randn(p.shape, generator=gen) * (0.1 if "bias" in name else 1.3 / math.sqrt(D)))
@@ -217,6 +244,17 @@ def _params(m: nn.MultiheadAttention) -> dict[str, tuple]:
     """(peso, viés) de cada projeção, fatiados de ``in_proj_weight`` e ``out_proj``."""
     biases = (None,) * 4 if m.in_proj_bias is None else (*m.in_proj_bias.chunk(3), m.out_proj.bias)
     return dict(zip("QKVO", zip((*m.in_proj_weight.chunk(3), m.out_proj.weight), biases)))
+
+
+def torch_weights(m: nn.MultiheadAttention, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Os pesos de ``m`` com os nomes da ``MultiHeadAttention`` do curso (``W_Q.weight``, ``W_O.bias``...),
+    prontos para ``c.load`` (``prefix``: onde ela mora numa camada, ``"self_attn."``)."""
+    out = {}
+    for letter, (weight, bias) in _params(m).items():
+        out[f"{prefix}W_{letter}.weight"] = weight.detach().clone()
+        if bias is not None:
+            out[f"{prefix}W_{letter}.bias"] = bias.detach().clone()
+    return out
 
 
 @torch.no_grad()
@@ -317,26 +355,30 @@ LABELS = {"q": "`W_Q(query)`", "k": "`W_K(key)`", "v": "`W_V(value)`", "weights"
 LABELS |= {"merged": "`merge_heads(...)`, a entrada de W_O", "output": "`output`"}  # na ordem do cálculo
 
 
-def _run(c: Check, module: nn.Module, query, key, value, mask, hint=None) -> dict:
-    """Roda o módulo com ganchos em W_Q, W_K, W_V e W_O: as etapas vistas, ``weights`` e ``output``."""
-    seen: dict = {}
+CAPTURE = {name: "input" if stage == "merged" else "output" for name, stage in HOOKED.items()}
 
-    def record(stage, mod, args, kwargs, out):  # sem ``return``: a saída do submódulo fica como está
-        seen.setdefault(stage, ((*args, *kwargs.values())[0] if stage == "merged" else out).detach())
 
-    hooks = [
-        getattr(module, n).register_forward_hook(partial(record, s), with_kwargs=True)
-        for n, s in HOOKED.items()
-    ]
-    try:
-        with c.untouched(query=query, key=key, value=value, mask=mask):
-            result = _call(c, module, query, key, value, mask, hint=hint)
-    finally:
-        for hook in hooks:
-            hook.remove()
+def _run(c: Check, module, query, key, value, mask, hint=None, seed=None) -> dict:
+    """Roda o módulo com ganchos em W_Q, W_K, W_V e W_O: as etapas vistas, ``weights`` e ``output``.
+
+    ``seed``: a semente do gerador global logo antes da chamada (o dropout em modo de treino).
+    """
+    with c.untouched(query=query, key=key, value=value, mask=mask):
+        response = _checked(c, c.run(module, (query, key, value, mask), capture=CAPTURE, seed=seed), hint)
+    result = response.value
     body = f"Esperava uma tupla (output, weights); veio {describe(result)}."
     c.expect(isinstance(result, tuple) and len(result) == 2, body)
+    seen = {HOOKED[name]: value for name, value in response.captured.items() if name in HOOKED}
     return {**seen, "output": result[0], "weights": result[1]}
+
+
+def _same(actual, expected: torch.Tensor) -> bool:
+    """A etapa passaria em ``c.close``? (a mesma comparação, sem procurar erros conhecidos)"""
+    try:
+        expect_close(actual, expected, "", "", "")
+    except CheckFailure:
+        return False
+    return True
 
 
 def _stages(seen: dict, expected: dict, names=tuple(LABELS)) -> list[tuple]:
@@ -353,41 +395,48 @@ def _tried(query, key, value, mask, H, extra=""):
     )
 
 
-def _build(c: Check, cls, D: int, H: int, bias: bool = True, dropout: float = 0.0) -> nn.Module:
-    """Constrói o módulo do aluno e confere atributos e parâmetros."""
-    module = _call(c, cls, D, H, dropout=dropout, bias=bias)
-    c.expect(
-        isinstance(module, nn.Module), f"Esperava um `nn.Module`; veio {describe(module)}.", HINTS["module"]
-    )
+def _build(c: Check, cls, D: int, H: int, bias: bool = True, dropout: float = 0.0):
+    """Constrói o módulo do aluno (que fica do lado dele) e confere atributos e parâmetros pela descrição.
+
+    Devolve (a referência ao módulo, a descrição).
+    """
+    module = _checked(c, c.run(cls, (D, H), {"dropout": dropout, "bias": bias}, keep=True)).value
+    c.expect(is_module(module), f"Esperava um `nn.Module`; veio {describe(module)}.", HINTS["module"])
+    desc = c.describe(module, attrs=list(HOOKED))
     for attr in HOOKED:
-        lin = getattr(module, attr, None)
-        body = f"O atributo `{attr}` deveria ser um `nn.Linear`; encontrei {describe(lin)}."
-        c.expect(isinstance(lin, nn.Linear), body, HINTS["linear"])
-        shape = (lin.in_features, lin.out_features)
+        lin = part(c, module, desc, attr)
+        body = f"O atributo `{attr}` deveria ser um `nn.Linear`; encontrei {shown(lin)}."
+        c.expect(is_a(lin, LINEAR), body, HINTS["linear"])
+        shape = (lin["in_features"], lin["out_features"])
         c.expect(
             shape == (D, D), f"`{attr}` é nn.Linear{shape}; esperado nn.Linear({D}, {D}).", HINTS["width"]
         )
         body = f"`{attr}` {'não ' if bias else ''}deveria ter viés (bias={bias})."
-        c.expect((lin.bias is not None) == bias, body, HINTS["bias"])
-    torch_inside = any(isinstance(m, nn.MultiheadAttention) for m in module.modules())
+        c.expect(lin["bias"] == bias, body, HINTS["bias"])
+    torch_mha = qualname(nn.MultiheadAttention)
+    torch_inside = any(torch_mha in m.get("mro", []) for m in desc.get("modules", {}).values())
     c.expect(not torch_inside, "Seu módulo contém um `nn.MultiheadAttention` do PyTorch.", HINTS["torch"])
-    n_params, n_expected = sum(p.numel() for p in module.parameters()), 4 * D * D + (4 * D if bias else 0)
+    n_params, n_expected = desc.get("n_params"), 4 * D * D + (4 * D if bias else 0)
     body = f"O módulo tem {n_params} parâmetros; esperado 4·d_model² {'+ 4·d_model ' if bias else ''}"
     c.expect(
         n_params == n_expected, f"{body}= {n_expected} (as quatro projeções e nada mais).", HINTS["extra"]
     )
-    return module
+    return module, desc
 
 
 def _case(c: Check, cls, query, key, value, mask, H, *, seed, bias=True, dropout=0.0, extra="", hint=None):
     """Um caso sem dropout ativo, com os pesos do PyTorch: aponta a primeira etapa que difere."""
     c.case(_tried(query, key, value, mask, H, extra))
-    module = _build(c, cls, query.size(-1), H, bias, dropout).to(query.dtype).train(dropout == 0)
-    torch_mha = _torch_mha(query.size(-1), H, bias, seed, query.dtype)
-    interop.load_from_torch(module, torch_mha)
+    module, desc = _build(c, cls, query.size(-1), H, bias, dropout)
+    prepare(c, module, desc, query.dtype, train=dropout == 0)
+    torch_mha = _torch_mha(c, query.size(-1), H, bias, seed, query.dtype)
+    c.load(module, torch_weights(torch_mha))
     expected = _expected(torch_mha, query, key, value, mask)
-    seen = _run(c, module, query, key, value, mask, hint)
-    c.first_difference(_stages(seen, expected), _mha_mistakes(_params(torch_mha), query, key, value, mask, H))
+    seen = _run(c, module, query, key, value, mask, hint, seed=seed + c.seed_offset)
+    stages = _stages(seen, expected)
+    # Os erros conhecidos custam uma passada de atenção cada: só calculados quando alguma etapa difere.
+    wrong = not all(_same(actual, wanted) for _, actual, wanted in stages)
+    c.first_difference(stages, _mha_mistakes(_params(torch_mha), query, key, value, mask, H) if wrong else ())
 
 
 def _mask(gen, *shape) -> torch.Tensor:
@@ -403,7 +452,7 @@ def _mask(gen, *shape) -> torch.Tensor:
 def check_multi_head_attention(cls) -> None:
     """Testes visíveis de ``MultiHeadAttention`` (comparada com ``nn.MultiheadAttention``)."""
     with MHA.check() as c:
-        gen = seeded_generator(40)
+        gen = c.gen(40)
         x = _randn(gen, 2, 5, 12)
         _case(c, cls, x, x, x, None, 3, seed=1)  # autoatenção sem máscara
         q, kv = _randn(gen, 2, 3, 8), _randn(gen, 2, 6, 8)
@@ -431,14 +480,16 @@ def _check_train_dropout(c: Check, cls, gen) -> None:
     p, H, seed = 0.5, 2, 20
     q, kv = _randn(gen, 2, 3, 16, dtype=torch.float64), _randn(gen, 2, 4, 16, dtype=torch.float64)
     c.case(_tried(q, kv, kv, None, H, " (dropout=0.5, modo de treino, o mesmo estado do gerador do PyTorch)"))
-    module = _build(c, cls, 16, H, dropout=p).to(torch.float64).train()
-    torch_mha = _torch_mha(16, H, True, seed, torch.float64, dropout=p)
-    interop.load_from_torch(module, torch_mha)
+    module, desc = _build(c, cls, 16, H, dropout=p)
+    prepare(c, module, desc, torch.float64)
+    c.method(module, "train", True)
+    torch_mha = _torch_mha(c, 16, H, True, seed, torch.float64, dropout=p)
+    c.load(module, torch_weights(torch_mha))
     calm = _expected(torch_mha, q, kv, kv, None)  # modo de avaliação: os pesos antes do dropout
+    seed += c.seed_offset
     torch.default_generator.manual_seed(seed)  # só a CPU: o Check emprestou esse gerador
     expected = _expected(torch_mha.train(), q, kv, kv, None)
-    torch.default_generator.manual_seed(seed)  # só a CPU: o Check emprestou esse gerador
-    seen = _run(c, module, q, kv, kv, None)
+    seen = _run(c, module, q, kv, kv, None, seed=seed)  # do lado do aluno, o mesmo estado do gerador
     w, output, merged = seen["weights"], seen["output"], seen.get("merged")
     like = isinstance(w, torch.Tensor) and w.shape == calm["weights"].shape
     dropped = Mistake(MISTAKES["dropped"], torch.where(w == 0, 0.0, 2 * calm["weights"]) if like else None)
@@ -447,7 +498,8 @@ def _check_train_dropout(c: Check, cls, gen) -> None:
     body = "Em modo de treino, com dropout=0.5, a saída saiu igual à do modo de avaliação."
     c.expect(not torch.allclose(output.detach().double(), calm["output"]), body, HINTS["not_applied"])
     # o dropout nos pesos sorteado em outra ordem (cabeça por cabeça, outro layout) também vale
-    elsewhere = merged is not None and merged.shape == expected["merged"].shape
+    elsewhere = isinstance(merged, torch.Tensor) and merged.shape == expected["merged"].shape
+    elsewhere = elsewhere and merged.dtype == expected["merged"].dtype
     elsewhere = elsewhere and not torch.allclose(merged, expected["merged"])
     if elsewhere and _weight_dropout(merged, expected["v"], calm["weights"], p, H):
         c.first_difference([(LABELS["output"], output, F.linear(merged, *_params(torch_mha)["O"]))])
@@ -460,9 +512,9 @@ def _check_train_dropout(c: Check, cls, gen) -> None:
 def check_multi_head_attention_hidden(cls) -> None:
     """Testes ocultos: float64, sem viés, H = 1 e H = D, máscaras 3-D/4-D, dropout em treino, gradientes."""
     with MHA.check(hidden=True) as c:
-        gen = seeded_generator(41)
+        gen = c.gen(41)
         x = _randn(gen, 2, 3, 8)
-        c.refuse_reference(cls, reference.MultiHeadAttention, lambda: cls(8, 2)(x, x, x))
+        c.refuse_reference(cls, reference.MultiHeadAttention, watched(lambda: cls(8, 2)(x, x, x)))
         q, k, v = (_randn(gen, 2, T, 12, dtype=torch.float64) for T in (4, 7, 7))
         _case(c, cls, q, k, v, None, 3, seed=10)  # float64, atenção cruzada com key ≠ value
         x = _randn(gen, 2, 5, 8)
@@ -484,27 +536,35 @@ def check_multi_head_attention_hidden(cls) -> None:
         for D, H in ((12, 5), (8, 3)):
             _expect_value_error(c, cls, f"MultiHeadAttention(d_model={D}, n_heads={H})", D, H)
         _check_gradients(c, cls, gen)
-        module = _build(c.case(_tried(x, x, x, None, 2) + " (atalhos proibidos)"), cls, 8, 2)
+        module, _ = _build(c.case(_tried(x, x, x, None, 2) + " (atalhos proibidos)"), cls, 8, 2)
         body = "Seu módulo chama `F.multi_head_attention_forward` (o que o nn.MultiheadAttention usa)."
-        c.forbid([F.multi_head_attention_forward], lambda: module(x, x, x, None), body, HINTS["torch"])
+        forbidden = ["torch.nn.functional.multi_head_attention_forward"]
+        c.forbid(forbidden, module, x, x, x, None, body=body, hint=HINTS["torch"])
 
 
 def _check_gradients(c: Check, cls, gen) -> None:
     """Os gradientes iguais aos do PyTorch nas entradas e nos pesos das quatro projeções."""
     q, kv = _randn(gen, 2, 3, 8, dtype=torch.float64), _randn(gen, 2, 4, 8, dtype=torch.float64)
     mask = _mask(gen, 3, 4)
-    module = _build(c.case(_tried(q, kv, kv, mask, 2, " (gradientes)")), cls, 8, 2).to(torch.float64)
-    torch_mha = _torch_mha(8, 2, True, 19, torch.float64)
-    interop.load_from_torch(module, torch_mha)
+    module, desc = _build(c.case(_tried(q, kv, kv, mask, 2, " (gradientes)")), cls, 8, 2)
+    prepare(c, module, desc, torch.float64)
+    torch_mha = _torch_mha(c, 8, 2, True, 19, torch.float64)
+    c.load(module, torch_weights(torch_mha))
     qs, kvs, qo, kvo = (t.clone().requires_grad_() for t in (q, kv, q, kv))
-    output, _ = _call(c, module, qs, kvs, kvs, mask)
-    c.expect(isinstance(output, torch.Tensor) and output.requires_grad, HINTS["graph"])
-    c.call(lambda: output.pow(2).sum().backward())
+    # do lado do aluno: a saída, (output ** 2).sum().backward() e os gradientes, num pedido só
+    names = [f"{n}.weight" for n in HOOKED]
+    grad = {"loss": {"kind": "sum_sq", "path": [0]}, "params": names}
+    response = c.run(module, (qs, kvs, kvs, mask), grad=grad)
+    if response.error is not None:  # a chamada falhou, ou a saída não está no grafo: por quê?
+        c.expect(_on_graph(_call(c, module, qs, kvs, kvs, mask)), HINTS["graph"])
+        c.raise_for(response)
+    c.expect(_on_graph(response.value), HINTS["graph"])
     ref_out, _ = torch_mha(qo, kvo, kvo, attn_mask=interop.to_mha_attn_mask(mask), need_weights=False)
     ref_out.pow(2).sum().backward()
     theirs = (*torch_mha.in_proj_weight.grad.chunk(3), torch_mha.out_proj.weight.grad)
-    pairs = [("query", qs.grad, qo.grad), ("key/value", kvs.grad, kvo.grad)]
-    pairs += [(f"{n}.weight", getattr(module, n).weight.grad, g) for n, g in zip(HOOKED, theirs)]
+    grads, param_grads = response.grads or [None, None], response.param_grads or {}
+    pairs = [("query", grads[0], qo.grad), ("key/value", grads[1], kvo.grad)]
+    pairs += [(name, param_grads.get(name), g) for name, g in zip(names, theirs)]
     for label, mine, ref in pairs:
         c.expect(mine is not None, f"Nenhum gradiente chegou a `{label}`.")
         c.close(mine, ref, f"o gradiente em `{label}`")

@@ -10,6 +10,10 @@ Os erros conhecidos são os MESMOS módulos do PyTorch montados do jeito errado 
 quando a saída coincide com um deles, a mensagem diz qual. Quando não coincide com nenhum, ganchos
 (*forward hooks*) nas subcamadas (``self_attn``, ``cross_attn``, ``ffn``, as LayerNorms; na FFN,
 ``linear1`` e ``linear2``) dizem em qual entrada ou saída a primeira diferença aparece.
+
+A camada do aluno fica do lado dele: é construída, descrita (``c.describe``), recebe os pesos pelo
+nome de cada parâmetro (``c.load``) e roda por pedidos (``c.run``, com ``seed``, ``grad`` e
+``capture``); aqui chegam só dados. O mesmo código roda ao estudar e no juiz da correção.
 """
 
 from __future__ import annotations
@@ -22,11 +26,25 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .. import interop
+from .. import interop, wire
 from .. import layers as reference
 from ..exercises import Exercise, GradedCell
 from ..feedback import Mistake, describe, tolerances
-from ..runtime import dtype_name, isolated, seeded_generator
+from ..runtime import dtype_name, isolated
+from .ch03 import torch_weights
+from .structure import (
+    LAYER_NORM,
+    LINEAR,
+    MODULE,
+    is_a,
+    is_module,
+    part,
+    prepare,
+    qualname,
+    short_type,
+    shown,
+    watched,
+)
 
 __all__ = ["check_decoder_layer", "check_encoder_layer", "check_feed_forward"]
 
@@ -52,7 +70,7 @@ RELU, NO_ACT, TANH, ACT_AFTER = (
     'a FFN com ReLU em vez de GELU (o oráculo usa `activation="gelu"`)',
     "a FFN sem ativação entre `linear1` e `linear2` (duas lineares seguidas equivalem a uma só: sem a não "
     "linearidade, a FFN não acrescenta nada)",
-    'a GELU aproximada por tanh (`approximate="tanh"`, a do BERT e do GPT-2); este exercício pede a GELU '
+    'a GELU aproximada por tanh (`approximate="tanh"`, a do GPT e do GPT-2); este exercício pede a GELU '
     'exata, com a função erro, a do `activation="gelu"` do PyTorch',
     "a FFN com a ativação também depois de `linear2` (a GELU vai só entre as duas lineares)",
 )
@@ -208,16 +226,18 @@ def _randomize(module: nn.Module, gen: torch.Generator) -> None:
             p.copy_(1.5 * torch.randn(p.shape, generator=gen) / p.shape[-1] ** 0.5)
 
 
-def _torch_layer(dec: bool, D, H, Fd, norm_first, seed):
+def _torch_layer(dec: bool, D, H, Fd, norm_first, gen: torch.Generator):
+    """Uma camada do PyTorch (``dropout=0``, GELU, ``batch_first``) com pesos sorteados por ``gen``."""
     cls = nn.TransformerDecoderLayer if dec else nn.TransformerEncoderLayer
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t = cls(D, H, Fd, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first)
-    _randomize(t, seeded_generator(seed))
+    _randomize(t, gen)
     return t
 
 
 def _load(layer, t, dec: bool):
+    """Os pesos de ``t`` numa camada deste processo (a referência do pacote, do lado do juiz)."""
     loader = interop.load_decoder_layer_from_torch if dec else interop.load_encoder_layer_from_torch
     return loader(layer, t)
 
@@ -233,10 +253,36 @@ def _load_ffn(ffn, t):
     return ffn
 
 
+def _linear_weights(t, prefix: str = "") -> dict[str, torch.Tensor]:
+    """``linear1`` e ``linear2`` de ``t`` com os nomes da FFN do curso (``ffn.linear1.weight``...)."""
+    return {
+        f"{prefix}{attr}.{kind}": getattr(getattr(t, attr), kind).detach().clone()
+        for attr in ("linear1", "linear2")
+        for kind in ("weight", "bias")
+    }
+
+
+def _layer_weights(t, dec: bool) -> dict[str, torch.Tensor]:
+    """Os pesos da camada do PyTorch ``t`` com os nomes da camada do curso, para ``c.load``.
+
+    ``multihead_attn`` vira ``cross_attn``; W_Q, W_K e W_V saem de ``in_proj_weight`` (como em
+    ``interop.load_from_torch``).
+    """
+    out = torch_weights(t.self_attn, "self_attn.") | _linear_weights(t, "ffn.")
+    if dec:
+        out |= torch_weights(t.multihead_attn, "cross_attn.")
+    for norm in ("norm1", "norm2", "norm3") if dec else ("norm1", "norm2"):
+        for kind in ("weight", "bias"):
+            out[f"{norm}.{kind}"] = getattr(getattr(t, norm), kind).detach().clone()
+    return out
+
+
 def _traced(module, names, run):
     """``run()`` gravando, em ordem, a entrada e as saídas de cada submódulo ``names`` de ``module``.
 
-    Devolve (resultado, [(rótulo, tensor)]). Os ganchos saem no fim, mesmo com exceção.
+    Só para as camadas deste processo (a referência, do lado do juiz); as do aluno são vistas por
+    :func:`_student_trace`. Devolve (resultado, [(rótulo, tensor)]). Os ganchos saem no fim, mesmo
+    com exceção.
     """
     stages, handles = [], []
 
@@ -259,6 +305,35 @@ def _traced(module, names, run):
     finally:
         for handle in handles:
             handle.remove()
+
+
+def _student_trace(c, module, args, names, seed=None):
+    """As etapas de :func:`_traced` na camada do aluno, do lado dele: a entrada e as saídas da primeira
+    chamada de cada submódulo ``names``, guardadas por ganchos (``capture``) em duas passadas iguais
+    (as entradas, depois as saídas; ``seed``: o mesmo estado do gerador nas duas). Só para o
+    diagnóstico de uma resposta que já falhou: a comparação que dá os pontos não depende dela.
+    """
+    run = {"seed": seed, "no_grad": True}
+    entries = c.run(module, args, capture=dict.fromkeys(names, "input"), **run).captured
+    exits = c.run(module, args, capture=dict.fromkeys(names, "output"), **run).captured
+    stages = []
+    for name in names:
+        if name in entries:
+            stages.append((f"`{name}`, na entrada", entries[name]))
+        if name in exits:
+            outs = exits[name] if isinstance(exits[name], tuple) else (exits[name],)
+            stages += [(f"`{name}`, {where}", value) for where, value in zip(("na saída", "nos pesos"), outs)]
+    return stages
+
+
+def _first(result):
+    """A saída ``x`` de uma camada (o 1º item da tupla) ou o que veio."""
+    return result[0] if isinstance(result, tuple) and result else result
+
+
+def _on_graph(value) -> bool:
+    """Um tensor que, do lado do aluno, estava ligado ao grafo de gradientes?"""
+    return isinstance(value, torch.Tensor) and wire.info(value).requires_grad
 
 
 def _pair(mine, theirs):
@@ -294,60 +369,81 @@ def _compare(c, actual, expected, what, mistakes=list, stages=None):
 
 
 def _build(c, cls, *args, **kwargs):
-    shown = ", ".join([*map(str, args), *(f"{k}={v}" for k, v in kwargs.items())])
+    """Constrói o módulo do aluno, que fica do lado dele; devolve a referência a ele."""
+    shown_args = ", ".join([*map(str, args), *(f"{k}={v}" for k, v in kwargs.items())])
     tried = c.tried
-    c.case(f"{tried} — construção `{c.name}({shown})`")
-    module = c.call(cls, *args, **kwargs)
+    c.case(f"{tried} — construção `{c.name}({shown_args})`")
+    module = c.new(cls, *args, **kwargs)
     c.case(tried)
     c.expect(
-        isinstance(module, nn.Module),
+        is_module(module),
         f"`{c.name}(...)` deveria criar um `nn.Module`; criou {describe(module)}.",
     )
     return module
 
 
-def _linear_ok(c, module, attr, d_in, d_out, owner):
-    lin = getattr(module, attr, None)
+def _linear_ok(c, module, desc, path, d_in, d_out, owner):
+    """O atributo ``path`` (``"self_attn.W_Q"``) do módulo do aluno é uma ``nn.Linear(d_in, d_out)``?"""
+    lin, attr = part(c, module, desc, path), path.rsplit(".", 1)[-1]
     c.expect(
-        isinstance(lin, nn.Linear),
-        f"`{owner}.{attr}` deveria ser um `nn.Linear`; encontrei {describe(lin)}.",
+        is_a(lin, LINEAR),
+        f"`{owner}.{attr}` deveria ser um `nn.Linear`; encontrei {shown(lin)}.",
         "crie o atributo com esse nome exato no `__init__` (a correção copia pesos por ele).",
     )
     c.expect(
-        (lin.in_features, lin.out_features) == (d_in, d_out) and lin.bias is not None,
+        (lin["in_features"], lin["out_features"]) == (d_in, d_out) and lin["bias"],
         f"`{owner}.{attr}` deveria ser `nn.Linear({d_in}, {d_out})` com viés; é "
-        f"`nn.Linear({lin.in_features}, {lin.out_features}, bias={lin.bias is not None})`.",
+        f"`nn.Linear({lin['in_features']}, {lin['out_features']}, bias={lin['bias']})`.",
     )
 
 
-def _attrs_ok(c, layer, D, Fd, dec):
-    """Confere os atributos que a correção usa para copiar os pesos do PyTorch."""
+def _layer_attrs(dec: bool) -> list[str]:
+    """Os atributos da camada que a correção confere (e pelos quais copia os pesos)."""
+    attns = ("self_attn", "cross_attn") if dec else ("self_attn",)
+    names = [name for a in attns for name in (a, *(f"{a}.{w}" for w in ("W_Q", "W_K", "W_V", "W_O")))]
+    return [
+        *names,
+        "ffn",
+        "ffn.linear1",
+        "ffn.linear2",
+        *(("norm1", "norm2", "norm3") if dec else ("norm1", "norm2")),
+    ]
+
+
+def _kind(info) -> str:
+    """O nome da classe de um submódulo, ou o valor encontrado (para as mensagens)."""
+    return short_type(info) if is_a(info, MODULE) else shown(info)
+
+
+def _attrs_ok(c, layer, D, Fd, dec, desc=None) -> dict:
+    """Confere os atributos que a correção usa para copiar os pesos do PyTorch; devolve a descrição."""
+    desc = desc if desc is not None else c.describe(layer, attrs=_layer_attrs(dec))
     name = c.name
     for attr in ("self_attn", "cross_attn") if dec else ("self_attn",):
-        mha = getattr(layer, attr, None)
+        mha = part(c, layer, desc, attr)
+        projections = [f"{attr}.{w}" for w in ("W_Q", "W_K", "W_V", "W_O")]
         c.expect(
-            mha is not None
-            and all(isinstance(getattr(mha, w, None), nn.Linear) for w in ("W_Q", "W_K", "W_V", "W_O")),
+            mha is not None and all(is_a(part(c, layer, desc, w), LINEAR) for w in projections),
             f"`{name}.{attr}` deveria ser uma `MultiHeadAttention` do capítulo 3 (com `W_Q`, `W_K`, `W_V`, "
-            f"`W_O`); encontrei {type(mha).__name__ if isinstance(mha, nn.Module) else describe(mha)}.",
+            f"`W_O`); encontrei {_kind(mha)}.",
             "use `MultiHeadAttention(d_model, n_heads, dropout)` de `transformer_course.multihead`.",
         )
-        for w in ("W_Q", "W_K", "W_V", "W_O"):
-            _linear_ok(c, mha, w, D, D, f"{name}.{attr}")
-    ffn = getattr(layer, "ffn", None)
+        for w in projections:
+            _linear_ok(c, layer, desc, w, D, D, f"{name}.{attr}")
+    ffn = part(c, layer, desc, "ffn")
     c.expect(
-        isinstance(ffn, nn.Module),
-        f"`{name}.ffn` deveria ser a sua `FeedForward`; encontrei {describe(ffn)}.",
+        is_a(ffn, MODULE),
+        f"`{name}.ffn` deveria ser a sua `FeedForward`; encontrei {shown(ffn)}.",
     )
-    _linear_ok(c, ffn, "linear1", D, Fd, f"{name}.ffn")
-    _linear_ok(c, ffn, "linear2", Fd, D, f"{name}.ffn")
+    _linear_ok(c, layer, desc, "ffn.linear1", D, Fd, f"{name}.ffn")
+    _linear_ok(c, layer, desc, "ffn.linear2", Fd, D, f"{name}.ffn")
     for attr in ("norm1", "norm2", "norm3") if dec else ("norm1", "norm2"):
-        norm = getattr(layer, attr, None)
+        norm = part(c, layer, desc, attr)
         c.expect(
-            isinstance(norm, nn.LayerNorm) and tuple(norm.normalized_shape) == (D,),
-            f"`{attr}` deveria ser `nn.LayerNorm({D})`; encontrei "
-            f"{type(norm).__name__ if isinstance(norm, nn.Module) else describe(norm)}.",
+            is_a(norm, LAYER_NORM) and tuple(norm.get("normalized_shape") or ()) == (D,),
+            f"`{attr}` deveria ser `nn.LayerNorm({D})`; encontrei {_kind(norm)}.",
         )
+    return desc
 
 
 # ---------------------------------------------------------------- FeedForward
@@ -356,21 +452,25 @@ def _attrs_ok(c, layer, D, Fd, dec):
 def _ffn_case(c, cls, D, Fd, lead, seed, dtype=torch.float32, extra="", dropout=None, train=False):
     """Um caso: a FFN do aluno com os pesos de ``linear1``/``linear2`` de uma camada do PyTorch contra
     a fórmula; com ``train``, em modo de treino e semente fixa (um sorteio, entre a GELU e `linear2`)."""
-    x = torch.randn(*lead, D, generator=seeded_generator(seed), dtype=dtype)
+    x = torch.randn(*lead, D, generator=c.gen(seed), dtype=dtype)
     c.case(f"x {tuple(x.shape)} {dtype_name(dtype)}, d_model = {D}, d_ff = {Fd}{extra}")
     ffn = _build(c, cls, D, Fd, *(() if dropout is None else (dropout,)))
-    _linear_ok(c, ffn, "linear1", D, Fd, "FeedForward")
-    _linear_ok(c, ffn, "linear2", Fd, D, "FeedForward")
-    t = _torch_layer(False, D, 1, Fd, True, seed + 100).to(dtype)
-    ffn = _load_ffn(ffn, t).to(dtype).train(train)
-    p = dropout or 0.0
+    desc = c.describe(ffn, attrs=["linear1", "linear2"])
+    _linear_ok(c, ffn, desc, "linear1", D, Fd, "FeedForward")
+    _linear_ok(c, ffn, desc, "linear2", Fd, D, "FeedForward")
+    t = _torch_layer(False, D, 1, Fd, True, c.gen(seed + 100)).to(dtype)
+    prepare(c, ffn, desc, dtype, train)
+    c.load(ffn, _linear_weights(t))
+    p, state = dropout or 0.0, c.seed_offset  # o estado do gerador global nos dois lados
 
     def seeded(fn):
-        with torch.no_grad(), isolated(0):
+        with torch.no_grad(), isolated(state):
             return fn()
 
     with c.untouched(x=x):
-        out, mine = _traced(ffn, ("linear1", "linear2"), lambda: seeded(lambda: c.call(ffn, x)))
+        response = c.run(ffn, (x,), seed=state, no_grad=True)
+    c.raise_for(response)
+    out = response.value
     h = F.gelu(t.linear1(x))
     expected = seeded(lambda: t.linear2(F.dropout(h, p, train)))
 
@@ -386,8 +486,10 @@ def _ffn_case(c, cls, D, Fd, lead, seed, dtype=torch.float32, extra="", dropout=
         return [Mistake(name, _ffn(t, x, act, after)) for name, act, after in cases]
 
     def stages():
+        names = ("linear1", "linear2")
+        mine = _student_trace(c, ffn, (x,), names, seed=state)
         ref = _load_ffn(reference.FeedForward(D, Fd, p), t).to(dtype).train(train)
-        return _pair(mine, _traced(ref, ("linear1", "linear2"), lambda: seeded(lambda: ref(x)))[1])
+        return _pair(mine, _traced(ref, names, lambda: seeded(lambda: ref(x)))[1])
 
     _compare(c, out, expected, "a saída", mistakes, stages)
     return ffn, x, out
@@ -406,27 +508,31 @@ def check_feed_forward(cls) -> None:
         c.close(c.call(ffn, x[:, :, perm]), out[:, :, perm], "a saída permutada")
 
 
+GRAPH = "A saída não está ligada ao grafo de gradientes (sem `.detach()`, `.numpy()` ou `torch.no_grad()`)."
+
+
 @FFN_EX.hidden_check
 def check_feed_forward_hidden(cls) -> None:
     """Testes ocultos: float64, dropout em eval e em treino, gradientes, implementação própria."""
     with FFN_EX.check(hidden=True) as c:
-        x = torch.randn(2, 3, 8, generator=seeded_generator(9))
+        x = torch.randn(2, 3, 8, generator=c.gen(9))
         c.case("origem da resposta")
-        c.refuse_reference(cls, reference.FeedForward, lambda: cls(8, 16)(x))
+        c.refuse_reference(cls, reference.FeedForward, watched(lambda: cls(8, 16)(x)))
         _ffn_case(c, cls, 8, 24, (2, 4), seed=10, dtype=torch.float64, extra=" (float64)")
         _ffn_case(c, cls, 5, 7, (1, 1), seed=11, extra=" (d_ff < 2·d_model, T = 1)")
         ffn, x, _ = _ffn_case(c, cls, 8, 16, (2, 3), 12, extra=" (dropout = 0.5, modo eval)", dropout=0.5)
         train = " (dropout = 0.5, modo de treino, semente fixa)"
         _ffn_case(c, cls, 8, 16, (2, 3), 13, extra=train, dropout=0.5, train=True)
         c.case(f"x {tuple(x.shape)} float32 (gradientes)")
-        out = c.call(ffn, x.clone().requires_grad_())
-        c.expect(
-            isinstance(out, torch.Tensor) and out.requires_grad,
-            "A saída não está ligada ao grafo de gradientes (sem `.detach()`, `.numpy()` ou "
-            "`torch.no_grad()`).",
+        # do lado do aluno: a saída, (saída ** 2).sum().backward() e os gradientes, num pedido só
+        response = c.run(
+            ffn, (x.clone().requires_grad_(),), grad={"loss": {"kind": "sum_sq"}, "params": "all"}
         )
-        c.call(lambda: out.pow(2).sum().backward())
-        missing = [p for p, v in ffn.named_parameters() if v.grad is None]
+        if response.error is not None:  # a chamada falhou, ou a saída não está no grafo: por quê?
+            c.expect(_on_graph(c.call(ffn, x.clone().requires_grad_())), GRAPH)
+            c.raise_for(response)
+        c.expect(_on_graph(response.value), GRAPH)
+        missing = [name for name, g in (response.param_grads or {}).items() if g is None]
         c.expect(not missing, f"Estes parâmetros não receberam gradiente: {missing}.")
 
 
@@ -458,8 +564,8 @@ def _make_mask(kind, gen, B, T, S):
     return {"padding": four, "decoder": four & causal, "3d": pad[:, None, :] & causal}[kind]
 
 
-def _inputs(dec, B, T, S, D, seed, tgt, mem, dtype):
-    gen = seeded_generator(seed)
+def _inputs(c, dec, B, T, S, D, seed, tgt, mem, dtype):
+    gen = c.gen(seed)
     x = torch.randn(B, T, D, generator=gen, dtype=dtype)
     memory = torch.randn(B, S, D, generator=gen, dtype=dtype) if dec else None
     tgt_mask = _make_mask(tgt, gen, B, T, T)
@@ -484,14 +590,15 @@ def _run_layer(
     ``grad=True``) gradientes; sem erro conhecido, aponta a primeira subcamada que difere. Com
     ``omit_nf=True``, constrói sem passar ``norm_first`` (o padrão deve ser Pre-LN)."""
     D, H, Fd, B, T, S = dims
-    x, memory, tgt_mask, memory_mask = _inputs(dec, B, T, S, D, seed, tgt, mem, dtype)
+    x, memory, tgt_mask, memory_mask = _inputs(c, dec, B, T, S, D, seed, tgt, mem, dtype)
     extra = f", d_model = {D}, n_heads = {H}, d_ff = {Fd}{extra}"
     c.case(_describe(x, memory, tgt_mask, memory_mask, norm_first, extra))
     layer = _build(c, cls, D, H, Fd, 0.0, **({} if opts.get("omit_nf") else {"norm_first": norm_first}))
     grad = opts.get("grad", False)
-    _attrs_ok(c, layer, D, Fd, dec)
-    t = _torch_layer(dec, D, H, Fd, norm_first, seed + 1)
-    layer, t = _load(layer, t, dec).to(dtype), t.to(dtype)
+    desc = _attrs_ok(c, layer, D, Fd, dec)
+    t = _torch_layer(dec, D, H, Fd, norm_first, c.gen(seed + 1)).to(dtype)
+    prepare(c, layer, desc, dtype)
+    c.load(layer, _layer_weights(t, dec))
     inputs = [v.clone().requires_grad_(grad) for v in (x, memory) if v is not None]
     theirs = [v.clone().requires_grad_(grad) for v in (x, memory) if v is not None]
     masks = (tgt_mask, memory_mask) if dec else (tgt_mask,)
@@ -499,9 +606,16 @@ def _run_layer(
     expected = t(*theirs, *pt)
     _, exp_sw, exp_cw = _variant(t, x, memory, tgt_mask, memory_mask, norm_first)
     watched = {"x": inputs[0], "memory": inputs[-1] if dec else None, "tgt_mask" if dec else "mask": tgt_mask}
+    backward = None
     with c.untouched(**watched, memory_mask=memory_mask):
-        run = lambda: c.call(layer, *inputs, *masks, hint_on_error=MASK_HINT[dec])  # noqa: E731
-        result, mine = _traced(layer, SUBLAYERS, run)
+        if grad:  # a saída, (x ** 2).sum().backward() e os gradientes, num pedido só
+            backward = response = c.run(
+                layer, (*inputs, *masks), grad={"loss": {"kind": "sum_sq", "path": [0]}, "params": "all"}
+            )
+        if not grad or response.error is not None:  # sem gradientes (ou o backward falhou: por quê?)
+            response = c.run(layer, (*inputs, *masks))
+    c.raise_for(response, MASK_HINT[dec])
+    result = response.value
     wanted = "(x, self_weights, cross_weights)" if dec else "(x, weights)"
     c.expect(
         isinstance(result, tuple) and len(result) == (3 if dec else 2),
@@ -514,6 +628,7 @@ def _run_layer(
         return cache[0][i]
 
     def stages():
+        mine = _student_trace(c, layer, (*inputs, *masks), SUBLAYERS)
         ref = _reference(dec, t, D, H, Fd, 0.0, norm_first).to(dtype)
         return _pair(mine, _traced(ref, SUBLAYERS, lambda: ref(*inputs, *masks))[1])
 
@@ -526,18 +641,19 @@ def _run_layer(
         swapped = [Mistake(SWAPPED_WEIGHTS, other)] if dec else []
         _compare(c, result[i], exp, what, lambda i=i, swapped=swapped: mistakes(i) + swapped)
     if grad:
-        c.expect(out.requires_grad, "A saída não está ligada ao grafo de gradientes.")
-        c.call(lambda: out.pow(2).sum().backward())
+        c.expect(_on_graph(out), "A saída não está ligada ao grafo de gradientes.")
+        c.raise_for(backward, MASK_HINT[dec])  # a saída estava no grafo, e mesmo assim o backward falhou
         expected.pow(2).sum().backward()
-        c.close(inputs[0].grad, theirs[0].grad, "o gradiente em `x`")
+        grads = backward.grads or [None, None]
+        c.close(grads[0], theirs[0].grad, "o gradiente em `x`")
         if dec:
             c.expect(
-                inputs[1].grad is not None,
+                grads[1] is not None,
                 "Nenhum gradiente chegou a `memory`.",
                 "a atenção cruzada precisa usar `memory` como K e V (e sem `.detach()`).",
             )
-            c.close(inputs[1].grad, theirs[1].grad, "o gradiente em `memory`")
-        missing = [p for p, v in layer.named_parameters() if v.grad is None]
+            c.close(grads[1], theirs[1].grad, "o gradiente em `memory`")
+        missing = [name for name, g in (backward.param_grads or {}).items() if g is None]
         c.expect(
             not missing,
             f"Estes parâmetros não receberam gradiente: {missing}.",
@@ -548,25 +664,31 @@ def _run_layer(
 def _eval_and_builtins(c, cls, dec):
     """Com dropout > 0 em modo eval a camada é determinística e igual ao PyTorch; e não usa os
     módulos prontos (``nn.MultiheadAttention``, ``nn.Transformer*Layer``)."""
-    x, memory, _, _ = _inputs(dec, 2, 3, 5, 8, 14, None, None, torch.float32)
+    x, memory, _, _ = _inputs(c, dec, 2, 3, 5, 8, 14, None, None, torch.float32)
     args = (x, memory) if dec else (x,)
     c.case(_describe(x, memory, None, None, True, " (dropout = 0.3, modo eval)"))
     layer = _build(c, cls, 8, 2, 16, 0.3, norm_first=True)
-    builtin = nn.TransformerDecoderLayer if dec else nn.TransformerEncoderLayer
-    inner = sorted(
-        {type(m).__name__ for m in layer.modules() if isinstance(m, (builtin, nn.MultiheadAttention))}
-    )
+    desc = c.describe(layer, attrs=_layer_attrs(dec))
+    builtins = {qualname(nn.TransformerDecoderLayer if dec else nn.TransformerEncoderLayer)}
+    builtins.add(qualname(nn.MultiheadAttention))
+    modules = desc.get("modules", {}).values()
+    inner = sorted({short_type(m) for m in modules if builtins & set(m.get("mro", []))})
     why = "o exercício pede que você monte a camada com a `MultiHeadAttention` do curso."
     c.expect(not inner, f"Sua camada contém {inner} do PyTorch.", why)
     body = "Sua camada chama `multi_head_attention_forward` do PyTorch."
-    c.forbid([F.multi_head_attention_forward], lambda: layer(*args), body, why)
-    _attrs_ok(c, layer, 8, 16, dec)
-    t = _torch_layer(dec, 8, 2, 16, True, 15)
-    _load(layer, t, dec).eval()
+    c.forbid(["torch.nn.functional.multi_head_attention_forward"], layer, *args, body=body, hint=why)
+    _attrs_ok(c, layer, 8, 16, dec, desc)
+    t = _torch_layer(dec, 8, 2, 16, True, c.gen(15))
+    c.load(layer, _layer_weights(t, dec))
+    c.method(layer, "eval")
     outs = [c.call(layer, *args) for _ in range(2)]
-    out, again = (o[0] if isinstance(o, tuple) else o for o in outs)
+    out, again = (_first(o) for o in outs)
     c.expect(
-        isinstance(out, torch.Tensor) and isinstance(again, torch.Tensor) and torch.equal(out, again),
+        isinstance(out, torch.Tensor)
+        and isinstance(again, torch.Tensor)
+        and out.shape == again.shape
+        and out.dtype == again.dtype
+        and torch.equal(out, again),
         "Em modo eval, duas chamadas iguais deram saídas diferentes.",
         "dropout ativo em modo eval: use `nn.Dropout` ou `F.dropout(..., training=self.training)`.",
     )
@@ -577,21 +699,25 @@ def _train_dropout(c, cls, dec, norm_first, seed):
     """Modo de treino, dropout = 0,3: a mesma saída que a referência sob o mesmo estado do gerador
     (um *dropout* a mais, a menos ou fora do lugar muda os sorteios)."""
     D, H, Fd, p = 8, 2, 16, 0.3
-    x, memory, tgt_mask, memory_mask = _inputs(dec, 2, 4, 5, D, seed, "causal", "padding", torch.float32)
+    x, memory, tgt_mask, memory_mask = _inputs(c, dec, 2, 4, 5, D, seed, "causal", "padding", torch.float32)
     args = (x, memory, tgt_mask, memory_mask) if dec else (x, tgt_mask)
     extra = f" (dropout = {p}, modo de treino, mesma semente)"
     c.case(_describe(x, memory, tgt_mask, memory_mask, norm_first, extra))
     layer = _build(c, cls, D, H, Fd, p, norm_first=norm_first)
     _attrs_ok(c, layer, D, Fd, dec)
-    t = _torch_layer(dec, D, H, Fd, norm_first, seed + 1)
-    _load(layer, t, dec).train()
+    t = _torch_layer(dec, D, H, Fd, norm_first, c.gen(seed + 1))
+    c.load(layer, _layer_weights(t, dec))
+    c.method(layer, "train", True)
     ref = _reference(dec, t, D, H, Fd, p, norm_first).train()
+    state = seed + c.seed_offset  # o estado do gerador global, o mesmo nos dois lados
 
-    def seeded(module, run=None):
-        with torch.no_grad(), isolated(seed):
-            return (run or module)(*args)[0]
+    def seeded(module):
+        with torch.no_grad(), isolated(state):
+            return module(*args)[0]
 
-    out, mine = _traced(layer, SUBLAYERS, lambda: seeded(layer, lambda *a: c.call(layer, *a)))
+    response = c.run(layer, args, seed=state, no_grad=True)
+    c.raise_for(response)
+    out = _first(response.value)
     expected, theirs = _traced(ref, SUBLAYERS, lambda: seeded(ref))
 
     def without(*paths):
@@ -610,15 +736,18 @@ def _train_dropout(c, cls, dec, norm_first, seed):
             Mistake(LAYER_FFN_NO_DROPOUT, without("ffn")),
         ]
 
-    _compare(c, out, expected, "a saída `x`", mistakes, lambda: _pair(mine, theirs))
+    def stages():
+        return _pair(_student_trace(c, layer, args, SUBLAYERS, seed=state), theirs)
+
+    _compare(c, out, expected, "a saída `x`", mistakes, stages)
 
 
 def _hidden(ex, cls, dec):
     ref = reference.DecoderLayer if dec else reference.EncoderLayer
     with ex.check(hidden=True) as c:
-        x, memory, _, _ = _inputs(dec, 2, 3, 4, 8, 9, None, None, torch.float32)
+        x, memory, _, _ = _inputs(c, dec, 2, 3, 4, 8, 9, None, None, torch.float32)
         c.case("origem da resposta")
-        c.refuse_reference(cls, ref, lambda: cls(8, 2, 16)(*((x, memory) if dec else (x,))))
+        c.refuse_reference(cls, ref, watched(lambda: cls(8, 2, 16)(*((x, memory) if dec else (x,)))))
         _eval_and_builtins(c, cls, dec)
         S, f64 = ((3, 6, 4, 5) if dec else (None,) * 4), torch.float64
         _run_layer(c, cls, dec, (8, 2, 16, 2, 5, S[0]), False, 10, "decoder", "padding", f64, " (float64)")

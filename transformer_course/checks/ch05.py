@@ -6,20 +6,24 @@ permitidas (linha sem nenhuma permitida = zeros). As máscaras são comparadas c
 conhecidos (triângulo superior, diagonal excluída, OU no lugar de E, forma errada...) são calculados
 nas mesmas entradas para que a mensagem diga qual é. O dispositivo pedido é conferido também sem
 GPU, no dispositivo ``meta`` (só formas, sem dados).
+
+Toda conversa com a resposta do aluno é um pedido (``c.call``, ``c.run``): o que volta são dados,
+e o dispositivo em que o aluno criou cada tensor vem junto (``wire.info(t).device``); os gradientes
+voltam pela opção ``grad`` de ``c.run``. A mesma verificação roda ao estudar e no juiz da correção.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 
 import torch
-from torch.nn import functional as F
 
 from .. import masks as reference
+from .. import wire
 from ..exercises import Exercise, GradedCell
 from ..feedback import Check, Mistake
-from ..runtime import dtype_name, seeded_generator
+from ..probe import Import
+from ..runtime import dtype_name
 
 __all__ = ["check_causal_mask", "check_decoder_self_mask", "check_masked_softmax", "check_padding_mask"]
 
@@ -99,7 +103,8 @@ FLOAT_HINT = (
 
 def _expect_mask(c: Check, actual, expected: torch.Tensor, mistakes: dict[str, torch.Tensor]) -> None:
     """Tensor, forma, valores (como booleanos), dtype bool, nesta ordem; com diagnóstico."""
-    same = [n for n, v in mistakes.items() if getattr(actual, "shape", None) == v.shape and _equal(actual, v)]
+    tensor = isinstance(actual, torch.Tensor)
+    same = [n for n, v in mistakes.items() if tensor and actual.shape == v.shape and _equal(actual, v)]
     diagnosis = f"sua máscara coincide com {same[0]}." if same else None
     c.shape(actual, expected.shape, "a máscara", diagnosis)
     got = actual.detach().cpu() != 0
@@ -113,22 +118,28 @@ def _expect_mask(c: Check, actual, expected: torch.Tensor, mistakes: dict[str, t
     c.dtype(actual, torch.bool, "a máscara", FLOAT_HINT)
 
 
-def _on_device(c: Check, run: Callable, device: str, hint: str) -> None:
-    """Exige que ``run()`` devolva um tensor em ``device``. No ``meta`` (sem dados), só o erro de misturar
-    dispositivos é um veredito; ler valores (``.item()``, ``int(...)``) ali falha sem dizer nada."""
+def _device(out) -> str:
+    """O dispositivo em que o tensor foi criado do lado do aluno (``"cuda:0"``, ``"meta"``; ``"?"``)."""
+    return wire.info(out).device if isinstance(out, torch.Tensor) else "?"
+
+
+def _on_device(c: Check, fn, args: tuple, kwargs: dict, device: str, hint: str) -> None:
+    """Exige que ``fn(*args, **kwargs)`` devolva um tensor em ``device``.
+
+    No ``meta`` (sem dados), só o erro de misturar dispositivos é um veredito; ler valores (``.item()``,
+    ``int(...)``) ali falha sem dizer nada. O dispositivo é o que o lado do aluno informou (``wire.info``).
+    """
+    response = c.run(fn, args, kwargs)
     if device != "meta":
-        out = c.call(run, hint_on_error=hint)
-    else:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                out = run()
-        except Exception as exc:  # noqa: BLE001 - no meta, só o erro de dispositivo é um veredito
-            if not any(k in str(exc) for k in ("expected device", "same device")):
-                return
-            c.fail(f"Sua função levantou {type(exc).__name__}: {exc}", hint)
-    where = f"O resultado foi criado em {getattr(out, 'device', '?')}, não no dispositivo pedido ({device})."
-    c.expect(isinstance(out, torch.Tensor) and out.device.type == device, where, hint)
+        c.raise_for(response, hint)
+    elif response.error is not None:  # no meta, só o erro de dispositivo é um veredito
+        message = response.error.get("message", "")
+        if not any(k in message for k in ("expected device", "same device")):
+            return
+        c.fail(f"Sua função levantou {response.error.get('type')}: {message}", hint)
+    out = response.value
+    where = f"O resultado foi criado em {_device(out)}, não no dispositivo pedido ({device})."
+    c.expect(isinstance(out, torch.Tensor) and _device(out).split(":")[0] == device, where, hint)
 
 
 # ---------------------------------------------------------------- causal_mask
@@ -162,7 +173,8 @@ def check_causal_mask(fn: Callable) -> None:
         for T in (4, 1):
             _causal_case(c, fn, T)
         mask = _causal_case(c, fn, 6, device="cpu")
-        c.expect(mask.device.type == "cpu", f"A máscara está em {mask.device}, mas foi pedido 'cpu'.")
+        where = _device(mask)
+        c.expect(where.split(":")[0] == "cpu", f"A máscara está em {where}, mas foi pedido 'cpu'.")
         c.case("causal_mask(0) deve levantar ValueError").raises(ValueError, fn, 0)
 
 
@@ -170,16 +182,18 @@ def check_causal_mask(fn: Callable) -> None:
 def check_causal_mask_hidden(fn: Callable) -> None:
     """Testes ocultos: outros T, dispositivo respeitado (meta; cuda numa GPU), ValueError para T <= 0."""
     with CAUSAL.check(hidden=True) as c:
-        c.refuse_reference(fn, reference.causal_mask, lambda: fn(3))
         for T in (2, 9):
             _causal_case(c, fn, T)
         _causal_case(c, fn, 5, device=torch.device("cpu"))
         hint = "o argumento `device` foi ignorado: passe `device=device` ao criar o tensor."
-        for device in ("meta", "cuda") if torch.cuda.is_available() else ("meta",):
+        # cuda só onde a resposta roda tem GPU (é lá que o tensor é criado, não aqui)
+        for device in ("meta", "cuda") if c.call(Import("torch.cuda.is_available")) is True else ("meta",):
             c.case(f"causal_mask(3, device={device!r})")
-            _on_device(c, lambda device=device: fn(3, device=device), device, hint)
+            _on_device(c, fn, (3,), {"device": device}, device, hint)
         for bad in (0, -2):
             c.case(f"causal_mask({bad}) deve levantar ValueError").raises(ValueError, fn, bad)
+        # por último: uma resposta errada ouve antes o diagnóstico do erro dela
+        c.refuse_reference(fn, reference.causal_mask, lambda: fn(3))
 
 
 # ---------------------------------------------------------------- padding_mask e decoder_self_mask
@@ -255,13 +269,14 @@ def check_padding_mask(fn: Callable) -> None:
 def check_padding_mask_hidden(fn: Callable) -> None:
     """Testes ocultos: outro pad_id, lote 1, sem padding, entrada intacta, ValueError para não 2-D."""
     with PADDING.check(hidden=True) as c:
-        c.refuse_reference(fn, reference.padding_mask, lambda: fn(torch.tensor([[1, 0]])))
-        ids = torch.randint(0, 6, (4, 7), generator=seeded_generator(50))
+        ids = torch.randint(0, 6, (4, 7), generator=c.gen(50))
         ids[:, -2:] = 5
         _ids_case(c, fn, ids, 5, " (pad_id = 5)")
         _ids_case(c, fn, torch.tensor([[1, 2, 3]]), 0, " (lote 1, sem padding)")
         _ids_case(c, fn, torch.tensor([[2, 2, 8, 9]]), 2, " (padding à esquerda)")
         c.case("token_ids 1-D (3,) deve levantar ValueError").raises(ValueError, fn, torch.tensor([1, 2, 0]))
+        # por último: uma resposta errada ouve antes o diagnóstico do erro dela
+        c.refuse_reference(fn, reference.padding_mask, lambda: fn(torch.tensor([[1, 0]])))
 
 
 @DECODER.visible_check
@@ -277,8 +292,7 @@ def check_decoder_self_mask(fn: Callable) -> None:
 def check_decoder_self_mask_hidden(fn: Callable) -> None:
     """Testes ocultos: lote maior, padding à esquerda, T = 1, dispositivo dos ids, ValueError."""
     with DECODER.check(hidden=True) as c:
-        c.refuse_reference(fn, reference.decoder_self_mask, lambda: fn(torch.tensor([[1, 0]])))
-        ids = torch.randint(1, 9, (3, 6), generator=seeded_generator(60))
+        ids = torch.randint(1, 9, (3, 6), generator=c.gen(60))
         ids[0, 4:], ids[1, 2:] = 0, 0
         _ids_case(c, fn, ids, 0, " (lote 3, comprimentos diferentes)")
         _ids_case(c, fn, torch.tensor([[3, 3, 5, 6, 1]]), 3, " (padding à esquerda)")
@@ -286,10 +300,12 @@ def check_decoder_self_mask_hidden(fn: Callable) -> None:
         c.case("token_ids (2, 4) no dispositivo 'meta' (só formas): a máscara fica no dispositivo dos ids")
         ids = torch.zeros(2, 4, dtype=torch.long, device="meta")
         hint = "a causal foi criada em outro dispositivo: passe `token_ids.device` à sua `causal_mask`."
-        _on_device(c, lambda: fn(ids), "meta", hint)
+        _on_device(c, fn, (ids,), {}, "meta", hint)
         c.case("token_ids 1-D (4,) deve levantar ValueError").raises(
             ValueError, fn, torch.tensor([1, 2, 3, 0])
         )
+        # por último: uma resposta errada ouve antes o diagnóstico do erro dela
+        c.refuse_reference(fn, reference.decoder_self_mask, lambda: fn(torch.tensor([[1, 0]])))
 
 
 # ---------------------------------------------------------------- masked_softmax
@@ -306,7 +322,7 @@ def _softmax_mistakes(scores: torch.Tensor, mask: torch.Tensor | None) -> dict[s
         "bloqueadas: elas ficam uniformes (1/T em cada posição)": big.softmax(-1),
         "o softmax com a máscara ignorada": scores.softmax(-1),
         "a máscara invertida: você bloqueou as posições True, mas aqui True = pode atender": (
-            reference.masked_softmax(scores, blocked)
+            _softmax_oracle(scores, blocked)
         ),
         "as posições bloqueadas preenchidas com 0 em vez de -inf (exp(0) = 1 ainda dá peso a elas)": (
             scores.masked_fill(blocked, 0.0).softmax(-1)
@@ -376,8 +392,10 @@ def _softmax_case(c: Check, fn: Callable, scores: torch.Tensor, mask: torch.Tens
     c.close(w, expected, "os pesos", mistakes)
 
 
-def _scores(seed: int, shape: tuple[int, ...], dtype=torch.float32, scale: float = 1.0) -> torch.Tensor:
-    return torch.randn(*shape, generator=seeded_generator(seed), dtype=dtype) * scale
+def _scores(
+    c: Check, seed: int, shape: tuple[int, ...], dtype=torch.float32, scale: float = 1.0
+) -> torch.Tensor:
+    return torch.randn(*shape, generator=c.gen(seed), dtype=dtype) * scale
 
 
 @SOFTMAX.visible_check
@@ -386,10 +404,10 @@ def check_masked_softmax(fn: Callable) -> None:
     with SOFTMAX.check() as c:
         scores, mask = torch.tensor([[1.0, 2.0, 3.0, 0.5]]), torch.tensor([[True, True, False, True]])
         _softmax_case(c, fn, scores, mask, " (um exemplo pequeno)")
-        _softmax_case(c, fn, _scores(70, (2, 3, 5)), None)
+        _softmax_case(c, fn, _scores(c, 70, (2, 3, 5)), None)
         # 4-D (B, H, T, T) com a máscara do decodificador (B, 1, T, T) difundida sobre as cabeças
         mask = _decoder_oracle(torch.tensor([[4, 6, 2, 0, 0], [9, 9, 9, 9, 1]]), 0)
-        _softmax_case(c, fn, _scores(71, (2, 3, 5, 5)), mask, " (causal E padding)")
+        _softmax_case(c, fn, _scores(c, 71, (2, 3, 5, 5)), mask, " (causal E padding)")
         # uma linha totalmente bloqueada: deve sair com zeros (nem NaN, nem uniforme)
         scores = torch.tensor([[0.3, -1.2, 2.0], [1.0, 0.0, -1.0]])
         mask = torch.tensor([[True, False, True], [False, False, False]])
@@ -406,57 +424,62 @@ BACKWARD_HINT = (
 
 def _gradient_case(c: Check, fn: Callable) -> None:
     """Gradientes finitos e iguais aos do oráculo, mesmo com uma linha totalmente bloqueada."""
-    base = _scores(85, (2, 3, 4), torch.float64)
+    base = _scores(c, 85, (2, 3, 4), torch.float64)
     mask = torch.tensor([[True, True, False, False], [False] * 4, [True, False, True, True]])
     c.case(_tried(base, mask, " (gradientes)"))
     mine, ref = base.clone().requires_grad_(), base.clone().requires_grad_()
     weights = c.call(fn, mine, mask)
     c.expect(
-        isinstance(weights, torch.Tensor) and weights.requires_grad,
+        isinstance(weights, torch.Tensor) and wire.info(weights).requires_grad,
         "A saída não está ligada ao grafo de gradientes (use só operações do PyTorch, "
         "sem `.detach()`, `.numpy()` ou `.item()`).",
     )
     c.shape(weights, base.shape, "os pesos")
-    probe = torch.randn(base.shape, generator=seeded_generator(86), dtype=base.dtype)
-    c.call(lambda: (weights * probe).sum().backward(), hint_on_error=BACKWARD_HINT)
-    (_softmax_oracle(ref, mask) * probe).sum().backward()
+    probe = torch.randn(base.shape, generator=c.gen(86), dtype=base.dtype)
+    # (pesos·probe).sum().backward() do lado do aluno; a resposta já rodou nessas entradas acima, então
+    # uma exceção agora vem do backward
+    response = c.run(fn, (mine, mask), grad={"loss": {"kind": "dot", "weights": probe}})
+    c.raise_for(response, BACKWARD_HINT)
+    grad = (response.grads or [None])[0]
+    (_softmax_oracle(ref, mask) * probe).sum().backward()  # o oráculo, deste lado
     c.expect(
-        mine.grad is not None,
+        grad is not None,
         "Nenhum gradiente chegou a `scores`.",
         "a saída precisa ser calculada a partir de `scores` com operações do PyTorch (sem `.detach()`).",
     )
     c.expect(
-        bool(torch.isfinite(mine.grad).all()),
+        bool(torch.isfinite(grad).all()),
         "O gradiente em `scores` tem NaN ou infinitos.",
         "o NaN da linha totalmente bloqueada voltou pelo gradiente; zere essa linha com "
         "`masked_fill`/`torch.where` de modo que a conta 0/0 não entre no grafo.",
     )
-    c.close(mine.grad, ref.grad, "o gradiente em `scores`")
+    c.close(grad, ref.grad, "o gradiente em `scores`")
 
 
 @SOFTMAX.hidden_check
 def check_masked_softmax_hidden(fn: Callable) -> None:
     """Testes ocultos: float64, padding à esquerda, scores grandes, zeros exatos, gradientes, dispositivo."""
     with SOFTMAX.check(hidden=True) as c:
-        scores, tril = _scores(87, (2, 3, 3)), _causal_oracle(3)
-        c.case(_tried(scores, tril, " (chamada vigiada)")).forbid(
-            [F.scaled_dot_product_attention],
-            lambda: fn(scores, tril),
-            "Sua função chama `F.scaled_dot_product_attention`.",
-            "o exercício pede o softmax mascarado escrito por você.",
+        watched, tril = _scores(c, 87, (2, 3, 3)), _causal_oracle(3)
+        c.case(_tried(watched, tril, " (chamada vigiada)")).forbid(
+            ["torch.nn.functional.scaled_dot_product_attention"],
+            fn,
+            watched,
+            tril,
+            body="Sua função chama `F.scaled_dot_product_attention`.",
+            hint="o exercício pede o softmax mascarado escrito por você.",
         )
-        c.refuse_reference(fn, reference.masked_softmax, lambda: fn(scores, tril))
         _softmax_case(
-            c, fn, _scores(80, (2, 2, 4, 4), torch.float64), _causal_oracle(4), " (float64, (T, T))"
+            c, fn, _scores(c, 80, (2, 2, 4, 4), torch.float64), _causal_oracle(4), " (float64, (T, T))"
         )
         mask = _decoder_oracle(torch.tensor([[0, 0, 3, 4, 5], [0, 2, 2, 2, 2]]), 0)
-        _softmax_case(c, fn, _scores(81, (2, 1, 5, 5)), mask, " (padding à esquerda: linhas vazias)")
+        _softmax_case(c, fn, _scores(c, 81, (2, 1, 5, 5)), mask, " (padding à esquerda: linhas vazias)")
         mask = _decoder_oracle(torch.tensor([[1, 2, 0, 0], [0, 0, 0, 0]]), 0, causal=False)
-        _softmax_case(c, fn, _scores(82, (2, 2, 3, 4), torch.float64), mask, " (uma sequência só de pads)")
+        _softmax_case(c, fn, _scores(c, 82, (2, 2, 3, 4), torch.float64), mask, " (uma sequência só de pads)")
         # scores grandes: um softmax escrito à mão sem subtrair o máximo estoura
-        mask = torch.rand(3, 6, generator=seeded_generator(84)) < 0.6
+        mask = torch.rand(3, 6, generator=c.gen(84)) < 0.6
         mask[:, 0] = True
-        _softmax_case(c, fn, _scores(83, (3, 6), scale=200.0), mask, " (scores da ordem de centenas)")
+        _softmax_case(c, fn, _scores(c, 83, (3, 6), scale=200.0), mask, " (scores da ordem de centenas)")
         # zeros exatos: scores perto de 0, onde exp(-100) ainda não é 0 em float32
         mask = torch.tensor([[True, False, True, False, True], [False, True, True, True, True]])
         _softmax_case(c, fn, torch.zeros(2, 5), mask, " (scores nulos: as bloqueadas devem dar exatamente 0)")
@@ -464,7 +487,9 @@ def check_masked_softmax_hidden(fn: Callable) -> None:
         c.case("scores (2, 3, 4) e máscara (3, 4) no dispositivo 'meta' (só formas): os pesos ficam nele")
         scores, mask = torch.zeros(2, 3, 4, device="meta"), torch.ones(3, 4, dtype=torch.bool, device="meta")
         hint = "um tensor auxiliar ficou fora do dispositivo de `scores`: use `zeros_like`, `masked_fill`..."
-        _on_device(c, lambda: fn(scores, mask), "meta", hint)
+        _on_device(c, fn, (scores, mask), {}, "meta", hint)
+        # por último: uma resposta errada ouve antes o diagnóstico do erro dela
+        c.refuse_reference(fn, reference.masked_softmax, lambda: fn(watched, tril))
 
 
 EXERCISES = (CAUSAL, PADDING, DECODER, SOFTMAX)

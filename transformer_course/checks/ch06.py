@@ -6,6 +6,11 @@ ordem das chamadas, o modo do modelo e o rastro de cada ``optimizer.step()`` (pe
 do ``backward()``, norma, taxa, parâmetros), comparado passo a passo com o da referência: a mensagem
 diz em que lote e etapa ele diverge e, se os parâmetros finais coincidem com os de um erro conhecido
 (cometido de propósito numa execução à parte), qual.
+
+A resposta do aluno roda do lado do aluno, num roteiro (:mod:`transformer_course.scenarios.ch06`)
+que monta o modelo-sonda, os dados, o SGD e o ``LambdaLR`` a partir de uma semente e devolve só o
+que as sondas viram. Aqui, do lado do juiz, o mesmo :class:`~transformer_course.scenarios.ch06.Setup`
+é montado com a mesma semente para o laço de referência e para os erros conhecidos.
 """
 
 from __future__ import annotations
@@ -16,13 +21,14 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from torch.optim.lr_scheduler import LambdaLR
-from torch.utils.data import DataLoader, TensorDataset
 
 from .. import training as reference
+from .. import wire
 from ..exercises import Exercise, GradedCell
 from ..feedback import Check, CheckFailure, Mistake, describe
-from ..runtime import dtype_name, seeded_generator
+from ..probe import Response
+from ..runtime import dtype_name
+from ..scenarios.ch06 import Setup
 
 __all__ = ["check_evaluate", "check_make_warmup_scheduler", "check_noam_lr", "check_train_epoch"]
 
@@ -83,9 +89,20 @@ def _expect_noam(c: Check, fn: Callable, steps, d: int, w: int, f: float | None 
     kwargs, fv = ({}, 1.0) if f is None else ({"factor": f}, f)
     extra = "" if f is None else f", factor={f}"
     tried = f"noam_lr(0, d_model={d}, warmup_steps={w}{extra}) — o passo 0 conta como passo 1: max(step, 1)"
-    got = {0: c.case(tried).call(fn, 0, d, w, hint_on_error=ZERO_HINT, **kwargs)}
     rest = f"noam_lr(step, d_model={d}, warmup_steps={w}{extra}) nos passos {[0, *steps]}"
-    got |= {s: c.case(rest).call(fn, s, d, w, **kwargs) for s in steps}
+    # Um pedido só para a curva toda: o valor (ou a exceção) de cada passo, em ordem.
+    response = c.case(tried).scenario(
+        "ch06.noam_values", fn, steps=[0, *steps], d_model=d, warmup_steps=w, kwargs=kwargs
+    )
+    c.raise_for(response)
+    outcomes = response.value
+    if not (isinstance(outcomes, list) and len(outcomes) == len(steps) + 1):
+        c.fail("A correção recebeu do lado do aluno dados fora do esquema do roteiro (sondas adulteradas?).")
+    got = {}
+    for s, outcome in zip([0, *steps], outcomes):
+        error = outcome.get("error") if isinstance(outcome, dict) else {}
+        c.case(tried if s == 0 else rest).raise_for(Response(error=error), ZERO_HINT if s == 0 else None)
+        got[s] = outcome.get("value")
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in got.values())
     named = [
         (n, g)
@@ -121,39 +138,98 @@ def check_noam_lr_hidden(fn: Callable) -> None:
             c.raises(ValueError, fn, step, d, w)
 
 
+# ================================================================ respostas dos roteiros
+
+
+def _num(value) -> float:
+    """Um número vindo do lado do aluno como ``float`` (NaN se não for um número)."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        return float(value.item())
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return math.nan
+
+
+def _observed(c: Check, response) -> dict:
+    """O que as sondas viram, conferido contra o esquema do roteiro (nada malformado chega às contas)."""
+    data = response.value
+    keys = {"result", "events", "trace", "params", "lr", "grad_norm", "grads", "modes"}
+    ok = isinstance(data, dict) and keys <= set(data)
+    ok = ok and all(isinstance(data[k], list) for k in ("events", "trace", "grads", "modes"))
+    ok = ok and isinstance(data["params"], torch.Tensor) and data["params"].is_floating_point()
+    ok = ok and all(
+        isinstance(e, (tuple, list)) and e and isinstance(e[0], str)
+        and all(isinstance(x, (bool, int, float)) for x in e[1:])
+        for e in data["events"]
+    )  # fmt: skip
+    ok = ok and all(
+        isinstance(row, (tuple, list)) and len(row) == 5 and isinstance(row[4], torch.Tensor)
+        for row in data["trace"]
+    )
+    ok = ok and all(isinstance(m, bool) for m in data["modes"])
+    if not ok:
+        c.fail("A correção recebeu do lado do aluno dados fora do esquema do roteiro (sondas adulteradas?).")
+    return data
+
+
+def _fingerprint(data: dict) -> dict:
+    """Parâmetros, taxa, norma do gradiente, passos e rastro: o que se compara com a referência."""
+    trace = [(*(_num(v) for v in row[:4]), row[4]) for row in data["trace"]]
+    steps = sum(1 for e in data["events"] if e[0] == "step")
+    return dict(
+        params=data["params"],
+        lr=_num(data["lr"]),
+        grad_norm=_num(data["grad_norm"]),
+        steps=steps,
+        trace=trace,
+    )
+
+
 # ================================================================ make_warmup_scheduler
 
 
-def _expect_schedule(c: Check, fn, lrs, d, w, f, k_max, optimizer_cls=torch.optim.SGD) -> None:
+def _lr_table(rows) -> torch.Tensor | None:
+    """As taxas de cada grupo após k passos como uma matriz (K, G) float64; ``None`` se não forem números."""
+    if not isinstance(rows, list) or not rows:
+        return None
+    table = [[_num(v) for v in row] if isinstance(row, (tuple, list)) else None for row in rows]
+    if any(row is None or len(row) != len(table[0]) for row in table):
+        return None
+    return torch.tensor(table, dtype=torch.float64)
+
+
+def _expect_schedule(c: Check, fn, lrs, d, w, f, k_max, optimizer="SGD") -> None:
     """A taxa de cada grupo depois de k = 0..k_max passos é ``noam_lr(k, ...)``, em todo grupo."""
-    gen = seeded_generator(60)
-    optimizer = optimizer_cls(
-        [{"params": [nn.Parameter(torch.randn(3, generator=gen))], "lr": v} for v in lrs]
-    )
-    kwargs, fv = ({}, 1.0) if f is None else ({"factor": f}, f)
+    gen = c.gen(60)
+    params = [torch.randn(3, generator=gen) for _ in lrs]
+    fv = 1.0 if f is None else f
     tried = (
-        f"{optimizer_cls.__name__} com {len(lrs)} grupo(s) de lr {list(lrs)}; make_warmup_scheduler(opt, "
+        f"{optimizer} com {len(lrs)} grupo(s) de lr {list(lrs)}; make_warmup_scheduler(opt, "
         f"d_model={d}, warmup_steps={w}{'' if f is None else f', factor={f}'}) e {k_max} passos"
     )
     hint = "o `LambdaLR` chama a função com o passo 0 logo na criação: use `max(step, 1)` na `noam_lr`."
-    scheduler = c.case(tried).call(fn, optimizer, d, w, hint_on_error=hint, **kwargs)
+    c.case(tried)
+    fields = dict(optimizer=optimizer, params=params, lrs=list(lrs), d_model=d, warmup_steps=w, factor=f)
+    response = c.scenario("ch06.schedule", fn, k_max=k_max, **fields)
+    c.raise_for(response, hint)
+    data = response.value
+    if not (isinstance(data, dict) and {"scheduler", "wraps", "rows", "step_error"} <= set(data)):
+        c.fail("A correção recebeu do lado do aluno dados fora do esquema do roteiro (sondas adulteradas?).")
+    scheduler = data["scheduler"]
     c.expect(
-        isinstance(scheduler, LambdaLR),
+        isinstance(scheduler, wire.Handle) and scheduler.is_a("torch.optim.lr_scheduler.LambdaLR"),
         f"Esperava um `torch.optim.lr_scheduler.LambdaLR`; veio {describe(scheduler)}.",
         "o exercício pede o agendador do PyTorch (`LambdaLR(optimizer, lr_lambda)`), não uma classe "
         "própria nem uma função: é ele que o laço de treino chama com `scheduler.step()`.",
     )
-    c.expect(scheduler.optimizer is optimizer, "O `LambdaLR` devolvido não envolve o otimizador recebido.")
-    rows = []
-    for k in range(k_max + 1):
-        if k:
-            optimizer.step()  # sem gradientes: não muda nada, mas respeita a ordem do PyTorch
-            try:
-                scheduler.step()
-            except Exception as exc:  # noqa: BLE001 - a falha do agendador vira mensagem
-                c.fail(f"No passo {k}, `scheduler.step()` levantou {type(exc).__name__}: {exc}")
-        rows.append([group["lr"] for group in optimizer.param_groups])
-    got, base = torch.tensor(rows, dtype=torch.float64), torch.tensor(lrs, dtype=torch.float64)
+    c.expect(data["wraps"] is True, "O `LambdaLR` devolvido não envolve o otimizador recebido.")
+    error = data["step_error"]
+    if isinstance(error, dict):
+        k, kind, message = error.get("k"), error.get("type"), error.get("message")
+        c.fail(f"No passo {k}, `scheduler.step()` levantou {kind}: {message}")
+    got, base = _lr_table(data["rows"]), torch.tensor(lrs, dtype=torch.float64)
+    if got is None:
+        c.fail('`group["lr"]` deixou de ser um número durante os passos do agendador.')
 
     def seq(g):  # (K,) -> (K, G): a mesma curva em todo grupo
         return torch.tensor([[g(k)] * len(lrs) for k in range(k_max + 1)], dtype=torch.float64)
@@ -197,110 +273,36 @@ def check_make_warmup_scheduler(fn: Callable) -> None:
     """Testes visíveis de ``make_warmup_scheduler``: a taxa após k passos é ``noam_lr(k, ...)``."""
     with SCHED.check() as c:
         _expect_schedule(c, fn, [0.123], 64, 5, None, 12)
-        _expect_schedule(c, fn, [3e-4], 32, 3, 2.0, 8, torch.optim.Adam)
+        _expect_schedule(c, fn, [3e-4], 32, 3, 2.0, 8, "Adam")
+
+
+def _call_scheduler(fn: Callable):
+    """Uma chamada típica (só ao estudar, na recusa da referência)."""
+    return fn(torch.optim.SGD([nn.Parameter(torch.zeros(2))], lr=0.1), 64, 5)
 
 
 @SCHED.hidden_check
 def check_make_warmup_scheduler_hidden(fn: Callable) -> None:
     """Testes ocultos: dois grupos com taxas diferentes, taxa 1.0 e outras configurações."""
     with SCHED.check(hidden=True) as c:
-        optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(2))], lr=0.1)
-        c.refuse_reference(fn, reference.make_warmup_scheduler, lambda: fn(optimizer, 64, 5))
-        _expect_schedule(c, fn, [1e-3, 5e-2], 128, 4, 0.5, 10, torch.optim.Adam)
+        c.refuse_reference(fn, reference.make_warmup_scheduler, lambda: _call_scheduler(fn))
+        _expect_schedule(c, fn, [1e-3, 5e-2], 128, 4, 0.5, 10, "Adam")
         _expect_schedule(c, fn, [1.0], 16, 1, 1.0, 4)
-        _expect_schedule(c, fn, [7.0, 0.01], 512, 20, 1.5, 40, torch.optim.AdamW)
+        _expect_schedule(c, fn, [7.0, 0.01], 512, 20, 1.5, 40, "AdamW")
 
 
-def _grad_norm(params) -> float:
-    grads = [torch.linalg.vector_norm(p.grad) for p in params if p.grad is not None]
-    return torch.linalg.vector_norm(torch.stack(grads)).item() if grads else 0.0
+# ================================================================ o laço de referência e os erros conhecidos
 
 
-class _Log:
-    """As sondas: os eventos em ordem e o rastro de cada ``optimizer.step()`` (ver ``STAGES``)."""
-
-    def __init__(self):
-        self.events, self.trace, self.params = [], [], []
-        self.loss = self.grad_before = math.nan
-
-    def loss_fn(self, logits, targets):  # a entropia cruzada, guardando a do último lote com gradientes
-        loss = nn.functional.cross_entropy(logits, targets)
-        if torch.is_grad_enabled():
-            self.loss = loss.item()
-        return loss
-
-    def backward(self, grad):  # gancho nos logits: roda antes de o backward() chegar aos parâmetros
-        self.events.append(("backward",))
-        self.grad_before = _grad_norm(self.params)
-
-    def before_step(self, optimizer, args, kwargs):
-        self.norm, self.lr = _grad_norm(self.params), optimizer.param_groups[0]["lr"]
-        self.events.append(("step", self.norm, self.lr))
-
-    def after_step(self, optimizer, args, kwargs):
-        after = torch.cat([p.detach().flatten() for p in self.params])
-        self.trace.append((self.loss, self.grad_before, self.norm, self.lr, after))
-
-    def schedule(self, k: int) -> float:  # a função do LambdaLR: uma chamada a cada scheduler.step()
-        self.events.append(("sched",))
-        return 1.0 / (1.0 + k)
+_Setup = Setup  # o modelo-sonda e o resto, os mesmos dos dois lados (ver scenarios/ch06.py)
 
 
-class _ProbeModel(nn.Module):
-    """logits = linear(x · máscara), máscara fixa só em treino (dropout sem sorteio); registra o forward."""
-
-    def __init__(self, seed, dtype, tuple_output, log: _Log, n_features=6, n_classes=3):
-        super().__init__()
-        gen = seeded_generator(seed)
-        self.linear = nn.Linear(n_features, n_classes, dtype=dtype)
-        with torch.no_grad():
-            self.linear.weight.copy_(torch.randn(n_classes, n_features, generator=gen, dtype=dtype))
-            self.linear.bias.copy_(torch.randn(n_classes, generator=gen, dtype=dtype))
-        self.register_buffer("mask", (torch.rand(n_features, generator=gen) > 0.4).to(dtype) / 0.6)
-        self.tuple_output, self.log = tuple_output, log
-
-    def forward(self, x):
-        self.log.events.append(("forward", self.training, torch.is_grad_enabled()))
-        logits = self.linear(x * self.mask if self.training else x)  # (B, F) -> (B, C)
-        if logits.requires_grad:
-            logits.register_hook(self.log.backward)
-        return (logits, x.sum(-1)) if self.tuple_output else logits
+def _describe_setup(dtype=torch.float64, tuple_output=False, sizes=(8, 8, 8, 3), **_) -> str:
+    kind = "(logits, extra)" if tuple_output else "logits"
+    return f"um modelo linear que devolve {kind} ({dtype_name(dtype)}), lotes de tamanhos {list(sizes)}"
 
 
-class _Setup:
-    """Modelo, dados, perda, SGD e ``LambdaLR`` com sondas, refeitos iguais a partir de uma semente."""
-
-    def __init__(self, seed, dtype=torch.float64, tuple_output=False, sizes=(8, 8, 8, 3), stale_grads=True,
-                 mode="eval"):  # fmt: skip
-        self.log = log = _Log()
-        gen = seeded_generator(seed + 1000)
-        X = 3.0 * torch.randn(sum(sizes), 6, generator=gen, dtype=dtype)
-        y = torch.randint(3, (sum(sizes),), generator=gen)
-        self.batch_sizes, self.events, self.loss_fn = list(sizes), log.events, log.loss_fn
-        self.loader = DataLoader(TensorDataset(X, y), batch_size=sizes[0])
-        self.model = _ProbeModel(seed, dtype, tuple_output, log).train(mode == "train")
-        log.params = list(self.model.parameters())
-        self.optimizer = torch.optim.SGD(log.params, lr=0.3)
-        self.optimizer.register_step_pre_hook(log.before_step)
-        self.optimizer.register_step_post_hook(log.after_step)
-        self.scheduler = LambdaLR(self.optimizer, log.schedule)
-        for p in log.params if stale_grads else ():  # gradientes "velhos", deixados por um cálculo anterior
-            p.grad = torch.full_like(p, 0.7)
-        self.events.clear()
-
-    def params(self) -> torch.Tensor:
-        return torch.cat([p.detach().flatten() for p in self.model.parameters()])
-
-    def count(self, kind: str) -> int:
-        return sum(1 for e in self.events if e[0] == kind)
-
-    def describe(self) -> str:
-        kind = "(logits, extra)" if self.model.tuple_output else "logits"
-        dtype = dtype_name(self.log.params[0].dtype)
-        return f"um modelo linear que devolve {kind} ({dtype}), lotes de tamanhos {self.batch_sizes}"
-
-
-def _loop(s: _Setup, max_norm: float, variant: str = "certo") -> dict:
+def _loop(s: Setup, max_norm: float, variant: str = "certo") -> list:
     """O laço de treino de referência, escrito por extenso, com um erro opcional (``variant``)."""
     params = list(s.model.parameters())
     if variant != "sem_train":
@@ -362,17 +364,12 @@ TRAIN_MISTAKES = {
 GENERIC_HINT = "confira a ordem: zero_grad, forward, perda, backward, clip_grad_norm_, step, scheduler.step."
 
 
-def _fingerprint(s: _Setup) -> dict:
-    lr, steps = s.optimizer.param_groups[0]["lr"], s.count("step")
-    return dict(params=s.params(), lr=lr, grad_norm=_grad_norm(s.log.params), steps=steps, trace=s.log.trace)
-
-
 def _reference_run(seed, max_norm, variant="certo", **setup) -> tuple[dict, list]:
     """Impressão digital (parâmetros, taxa, norma do gradiente, rastro) e lotes de uma execução."""
     with warnings.catch_warnings():  # a variante "agendador_antes" faz o PyTorch avisar
         warnings.simplefilter("ignore")
-        batches = _loop(s := _Setup(seed, **setup), max_norm, variant)
-        return _fingerprint(s), batches
+        batches = _loop(s := Setup(seed, **setup), max_norm, variant)
+        return _fingerprint(s.observed()), batches
 
 
 def _mistake_runs(seed, max_norm, **setup) -> dict[str, dict]:
@@ -382,10 +379,11 @@ def _mistake_runs(seed, max_norm, **setup) -> dict[str, dict]:
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     tol = {"rtol": 1e-5, "atol": 1e-6} if a.dtype == torch.float32 else {"rtol": 1e-9, "atol": 1e-11}
-    return a.shape == b.shape and torch.allclose(a, b, **tol)
+    return a.shape == b.shape and a.dtype == b.dtype and torch.allclose(a, b, **tol)
 
 
 def _diagnose_params(student: dict, runs: dict[str, dict], max_norm: float) -> str | None:
+    """O erro conhecido (a chave de ``TRAIN_MISTAKES``) cujos parâmetros finais são os do aluno."""
     for variant, fp in runs.items():
         if not _same(student["params"], fp["params"]):
             continue
@@ -396,7 +394,7 @@ def _diagnose_params(student: dict, runs: dict[str, dict], max_norm: float) -> s
             variant = "sem_agendador" if same_lr else "agendador_por_epoca"
         elif variant in ("zero_grad_antes_do_step", "sem_step"):
             variant = "sem_step" if student["steps"] == 0 else "zero_grad_antes_do_step"
-        return TRAIN_MISTAKES[variant]
+        return variant
     return None
 
 
@@ -425,35 +423,67 @@ def _trace_stages(student: dict, expected: dict, dtype: torch.dtype) -> list:
     return [(label, tensor(a), tensor(e)) for label, a, e in pairs]
 
 
-def _expect_metrics(c: Check, result, batches: list) -> None:
-    """``result`` é um dicionário de números: a média simples das perdas e acertos / total."""
-    keys = f" com as chaves {sorted(result)}" if isinstance(result, dict) else ""
+def _expect_metrics(c: Check, result, batches: list, per_example: bool = False) -> None:
+    """``result`` é um dicionário de números: a perda média e acertos / total.
+
+    A perda é a média simples das perdas dos lotes no treino e a média por exemplo,
+    Σ perda_b·B_b / N, na avaliação (``per_example``).
+    """
+    keys = f" com as chaves {sorted(map(str, result))}" if isinstance(result, dict) else ""
     c.expect(
         isinstance(result, dict) and {"loss", "accuracy"} <= set(result),
         f"Esperava um dicionário com as chaves 'loss' e 'accuracy'; veio {describe(result)}{keys}.",
     )
     for key in ("loss", "accuracy"):
         c.expect(
-            not (isinstance(result[key], torch.Tensor) and result[key].requires_grad),
+            not (isinstance(result[key], torch.Tensor) and wire.info(result[key]).requires_grad),
             f"result['{key}'] é um tensor ligado ao grafo ({describe(result[key])}); esperava um número.",
             "somar `loss` (e não `loss.item()`) guarda o grafo de todos os lotes na memória; use `.item()`.",
         )
     losses, hits, sizes = (list(column) for column in zip(*batches))
     n, total, correct = len(batches), sum(sizes), sum(hits)
-    loss_mistakes = [
-        Mistake(
-            "a SOMA das perdas dos lotes; o contrato pede a média (divida pelo número de lotes)", sum(losses)
-        ),
-        Mistake(
-            "a média ponderada pelo tamanho do lote; o contrato pede a média simples das perdas dos lotes",
-            sum(v * k for v, k in zip(losses, sizes)) / total,
-        ),
-        Mistake("a perda só do último lote", losses[-1]),
-        Mistake("a soma das perdas dividida pelo número de EXEMPLOS", sum(losses) / total),
-    ]
-    c.number(
-        result["loss"], sum(losses) / n, "result['loss']", rel=1e-5, abs_tol=1e-7, mistakes=loss_mistakes
-    )
+    weighted = sum(v * k for v, k in zip(losses, sizes))
+    if per_example:
+        expected = weighted / total
+        loss_mistakes = [
+            Mistake(
+                "a média simples das perdas dos lotes; a avaliação pede a média por exemplo, "
+                "Σ perda_b·B_b / N: multiplique a perda de cada lote pelo tamanho dele, some e divida "
+                "pelo total de exemplos (na média simples, cada exemplo de um último lote menor pesa mais)",
+                sum(losses) / n,
+            ),
+            Mistake(
+                "a SOMA das perdas dos lotes; a avaliação pede a média por exemplo (multiplique a perda "
+                "de cada lote pelo tamanho dele, some e divida pelo total de exemplos)",
+                sum(losses),
+            ),
+            Mistake("Σ perda_b·B_b sem dividir pelo total de exemplos N", weighted),
+            Mistake(
+                "Σ perda_b·B_b dividida pelo número de lotes; divida pelo total de exemplos", weighted / n
+            ),
+            Mistake("a perda só do último lote", losses[-1]),
+            Mistake(
+                "a soma das perdas dividida pelo número de EXEMPLOS, sem multiplicar cada perda pelo "
+                "tamanho do lote",
+                sum(losses) / total,
+            ),
+        ]
+    else:
+        expected = sum(losses) / n
+        loss_mistakes = [
+            Mistake(
+                "a SOMA das perdas dos lotes; o contrato pede a média (divida pelo número de lotes)",
+                sum(losses),
+            ),
+            Mistake(
+                "a média ponderada pelo tamanho do lote; o contrato pede a média simples das perdas dos "
+                "lotes",
+                weighted / total,
+            ),
+            Mistake("a perda só do último lote", losses[-1]),
+            Mistake("a soma das perdas dividida pelo número de EXEMPLOS", sum(losses) / total),
+        ]
+    c.number(result["loss"], expected, "result['loss']", rel=1e-5, abs_tol=1e-7, mistakes=loss_mistakes)
     acc_mistakes = [
         Mistake(
             "a média das acurácias dos lotes; o contrato pede acertos / total de exemplos (com "
@@ -482,20 +512,23 @@ TUPLE_HINT = "o modelo devolve uma tupla (logits, ...): use `out[0] if isinstanc
 
 def _expect_train(c: Check, fn: Callable, seed: int, max_norm: float, **setup) -> None:
     ref, ref_out = _reference_run(seed, max_norm, **setup)
-    s = _Setup(seed, **setup)
+    n = len(setup.get("sizes", (8, 8, 8, 3)))
     c.case(
-        f"uma época de {s.describe()}, SGD com um LambdaLR, CrossEntropyLoss, max_grad_norm={max_norm}, "
-        f"modelo recebido em modo de {'treino' if s.model.training else 'avaliação'}"
+        f"uma época de {_describe_setup(**setup)}, SGD com um LambdaLR, CrossEntropyLoss, "
+        f"max_grad_norm={max_norm}, modelo recebido em modo de "
+        f"{'treino' if setup.get('mode') == 'train' else 'avaliação'}"
         f"{' e com gradientes velhos' if setup.get('stale_grads', True) else ''}"
     )
-    hint = TUPLE_HINT if s.model.tuple_output else None
-    result = c.call(fn, s.model, s.loader, s.optimizer, s.scheduler, s.loss_fn, max_norm, hint_on_error=hint)
-    n = len(s.batch_sizes)
+    hint = TUPLE_HINT if setup.get("tuple_output") else None
+    response = c.scenario("ch06.train_epoch", fn, seed=seed, max_norm=max_norm, **setup)
+    c.raise_for(response, hint)
+    data = _observed(c, response)
 
     # 1. O que as sondas viram: passos do otimizador e do agendador, em que ordem, e o modo do modelo.
-    order = [e[0] for e in s.events if e[0] in ("step", "sched")]
+    events = data["events"]
+    order = [e[0] for e in events if e[0] in ("step", "sched")]
     steps, scheds = order.count("step"), order.count("sched")
-    forwards = [e for e in s.events if e[0] == "forward"]
+    forwards = [e for e in events if e[0] == "forward"]
     for ok, body, hint in (
         (steps > 0, "`optimizer.step()` nunca foi chamado: os parâmetros não mudaram.", "sem_step"),
         (steps == n, f"`optimizer.step()` chamado {steps} vez(es) para {n} lotes; esperava 1 por lote.", 0),
@@ -504,21 +537,24 @@ def _expect_train(c: Check, fn: Callable, seed: int, max_norm: float, **setup) -
          "agendador_por_epoca" if scheds == 1 else 0),
         (order == ["step", "sched"] * n, f"A ordem das chamadas foi {order[:6]}...; esperava step, sched, "
          "step, sched, ...", "agendador_antes" if order[0] == "sched" else 0),
-        (all(e[1] for e in forwards), "O modelo estava em modo de avaliação durante o forward do treino.",
-         "sem_train"),
+        (all(len(e) > 1 and e[1] for e in forwards), "O modelo estava em modo de avaliação durante o forward "
+         "do treino.", "sem_train"),
         (len(forwards) == n, f"O modelo foi chamado {len(forwards)} vez(es) para {n} lotes; esperava uma por "
          "lote (chame o modelo uma vez e reaproveite os logits para a perda e a acurácia).", 0),
     ):  # fmt: skip
         c.expect(ok, body, TRAIN_MISTAKES.get(hint))
     # 2. O rastro, passo a passo, contra o da referência; o erro conhecido, pelos parâmetros finais.
-    student = _fingerprint(s)
+    student = _fingerprint(data)
     try:
-        c.first_difference(_trace_stages(student, ref, s.params().dtype))
+        c.first_difference(_trace_stages(student, ref, ref["params"].dtype))
     except CheckFailure as failure:  # o núcleo não aceita um diagnóstico provável em first_difference
         runs = _mistake_runs(seed, max_norm, **setup)  # só calculadas quando o aluno erra
-        c.fail(str(failure).split("\n", 2)[-1], _diagnose_params(student, runs, max_norm) or GENERIC_HINT)
+        variant = _diagnose_params(student, runs, max_norm)
+        data = {k: v for k, v in failure.data.items() if k not in ("exercise", "case", "id", "cause")}
+        data |= {"mistake": variant} if variant else {}
+        c.fail(str(failure).split("\n", 2)[-1], TRAIN_MISTAKES[variant] if variant else GENERIC_HINT, **data)
     # 3. As métricas devolvidas.
-    _expect_metrics(c, result, ref_out)
+    _expect_metrics(c, data["result"], ref_out)
 
 
 @TRAIN.visible_check
@@ -529,23 +565,27 @@ def check_train_epoch(fn: Callable) -> None:
         _expect_train(c, fn, seed=1, max_norm=0.8, sizes=(5, 5, 5, 5, 2))
 
 
+def _call_train(fn: Callable):
+    """Uma chamada típica (só ao estudar, na recusa da referência)."""
+    s = Setup(2)
+    return fn(s.model, s.loader, s.optimizer, s.scheduler, s.loss_fn)
+
+
 @TRAIN.hidden_check
 def check_train_epoch_hidden(fn: Callable) -> None:
     """Testes ocultos: modelo que devolve tupla, float32, modelo já em modo de treino, outro recorte."""
     with TRAIN.check(hidden=True) as c:
-        s = _Setup(2)
-        c.refuse_reference(
-            fn, reference.train_epoch, lambda: fn(s.model, s.loader, s.optimizer, s.scheduler, s.loss_fn)
-        )
-        _expect_train(c, fn, seed=2, max_norm=0.5, tuple_output=True)
-        _expect_train(c, fn, seed=3, max_norm=0.3, dtype=torch.float32, sizes=(4, 4, 1), mode="train")
-        _expect_train(c, fn, seed=4, max_norm=0.6, sizes=(6,), stale_grads=False)
+        c.refuse_reference(fn, reference.train_epoch, lambda: _call_train(fn))
+        k = c.seed_offset  # na correção, outros dados e outro modelo em cada entrega
+        _expect_train(c, fn, seed=2 + k, max_norm=0.5, tuple_output=True)
+        _expect_train(c, fn, seed=3 + k, max_norm=0.3, dtype=torch.float32, sizes=(4, 4, 1), mode="train")
+        _expect_train(c, fn, seed=4 + k, max_norm=0.6, sizes=(6,), stale_grads=False)
 
 
 # ================================================================ evaluate
 
 
-def _reference_eval(s: _Setup) -> list:
+def _reference_eval(s: Setup) -> list:
     """(perda, acertos, tamanho) de cada lote, em modo de avaliação e sem gradientes."""
     was, batches = s.model.training, []
     with torch.no_grad():
@@ -558,35 +598,44 @@ def _reference_eval(s: _Setup) -> list:
     return batches
 
 
+def _same_grads(got: list, expected: list) -> bool:
+    """Os gradientes que voltaram são, um a um, os que já estavam lá (nenhum apagado ou mudado)."""
+    return len(got) == len(expected) and all(
+        isinstance(g, torch.Tensor) and g.shape == e.shape and g.dtype == e.dtype and torch.equal(g, e)
+        for g, e in zip(got, expected)
+    )
+
+
 def _expect_eval(c: Check, fn: Callable, seed: int, mode: str, **setup) -> None:
-    s = _Setup(seed, mode=mode, **setup)
+    s = Setup(seed, mode=mode, **setup)
     out = _reference_eval(s)
     before = s.params()
     grads_before = [p.grad.clone() for p in s.model.parameters()]
     c.case(
-        f"evaluate com {s.describe()}, CrossEntropyLoss, modelo recebido em modo de "
+        f"evaluate com {_describe_setup(**setup)}, CrossEntropyLoss, modelo recebido em modo de "
         f"{'treino' if mode == 'train' else 'avaliação'}"
     )
-    hint = TUPLE_HINT if s.model.tuple_output else None
-    result = c.call(fn, s.model, s.loader, s.loss_fn, hint_on_error=hint)
+    hint = TUPLE_HINT if setup.get("tuple_output") else None
+    response = c.scenario("ch06.evaluate", fn, seed=seed, mode=mode, **setup)
+    c.raise_for(response, hint)
+    data = _observed(c, response)
 
-    forwards, modes = [e for e in s.events if e[0] == "forward"], {m.training for m in s.model.modules()}
-    grads_kept = all(
-        p.grad is not None and torch.equal(p.grad, g) for p, g in zip(s.log.params, grads_before)
-    )
+    events = data["events"]
+    forwards, modes = [e for e in events if e[0] == "forward"], set(data["modes"])
+    count = lambda kind: sum(1 for e in events if e[0] == kind)  # noqa: E731
     restore = "guarde `modo = model.training` no começo e chame `model.train(modo)` no fim"
     for ok, body, hint in (
         (len(forwards) > 0, "O modelo nunca foi chamado.", None),
-        (not any(e[1] for e in forwards), "O modelo estava em modo de TREINO durante a avaliação (o dropout "
-         "continuaria ligado).", "chame `model.eval()` antes do laço de avaliação."),
-        (not any(e[2] for e in forwards), "Os gradientes estavam ligados durante o forward da avaliação: o "
-         "PyTorch guardou o grafo de cada lote à toa (memória e tempo).",
+        (not any(len(e) > 1 and e[1] for e in forwards), "O modelo estava em modo de TREINO durante a "
+         "avaliação (o dropout continuaria ligado).", "chame `model.eval()` antes do laço de avaliação."),
+        (not any(len(e) > 2 and e[2] for e in forwards), "Os gradientes estavam ligados durante o forward da "
+         "avaliação: o PyTorch guardou o grafo de cada lote à toa (memória e tempo).",
          "envolva o laço em `with torch.no_grad():` (ou `torch.inference_mode()`)."),
-        (s.count("backward") == 0 and s.count("step") == 0,
+        (count("backward") == 0 and count("step") == 0,
          "A avaliação chamou `backward()` ou `optimizer.step()`: avaliar não pode treinar.", None),
-        (_same(s.params(), before), "Os parâmetros mudaram durante a avaliação.", None),
-        (grads_kept, "Os gradientes dos parâmetros mudaram durante a avaliação (houve `zero_grad` ou "
-         "`backward`); a avaliação não deve mexer neles.", None),
+        (_same(data["params"], before), "Os parâmetros mudaram durante a avaliação.", None),
+        (_same_grads(data["grads"], grads_before), "Os gradientes dos parâmetros mudaram durante a avaliação "
+         "(houve `zero_grad` ou `backward`); a avaliação não deve mexer neles.", None),
         (mode == "eval" or modes != {False}, "Depois da avaliação, o modelo ficou em modo de avaliação; ele "
          "tinha chegado em modo de treino.", f"{restore}."),
         (mode == "eval" or modes == {True}, "Depois da avaliação, só parte do modelo voltou ao modo de "
@@ -597,7 +646,7 @@ def _expect_eval(c: Check, fn: Callable, seed: int, mode: str, **setup) -> None:
          "começo), em vez de chamar sempre `model.train()`."),
     ):  # fmt: skip
         c.expect(ok, body, hint)
-    _expect_metrics(c, result, out)
+    _expect_metrics(c, data["result"], out, per_example=True)
 
 
 @EVAL.visible_check
@@ -608,12 +657,18 @@ def check_evaluate(fn: Callable) -> None:
         _expect_eval(c, fn, seed=11, mode="eval", sizes=(5, 5, 5, 5, 2))
 
 
+def _call_eval(fn: Callable):
+    """Uma chamada típica (só ao estudar, na recusa da referência)."""
+    s = Setup(12)
+    return fn(s.model, s.loader, s.loss_fn)
+
+
 @EVAL.hidden_check
 def check_evaluate_hidden(fn: Callable) -> None:
     """Testes ocultos: modelo que devolve tupla, float32, um lote só."""
     with EVAL.check(hidden=True) as c:
-        s = _Setup(12)
-        c.refuse_reference(fn, reference.evaluate, lambda: fn(s.model, s.loader, s.loss_fn))
-        _expect_eval(c, fn, seed=12, mode="train", tuple_output=True)
-        _expect_eval(c, fn, seed=13, mode="eval", dtype=torch.float32, sizes=(7, 7, 3))
-        _expect_eval(c, fn, seed=14, mode="train", sizes=(9,))
+        c.refuse_reference(fn, reference.evaluate, lambda: _call_eval(fn))
+        k = c.seed_offset  # na correção, outros dados e outro modelo em cada entrega
+        _expect_eval(c, fn, seed=12 + k, mode="train", tuple_output=True)
+        _expect_eval(c, fn, seed=13 + k, mode="eval", dtype=torch.float32, sizes=(7, 7, 3))
+        _expect_eval(c, fn, seed=14 + k, mode="train", sizes=(9,))

@@ -6,7 +6,8 @@ pacote), registra a perda e a taxa de cada passo e guarda na memória o melhor p
 cada semente, e ``summarize`` resume o resultado numa tabela. ``History`` guarda o que as
 figuras ``plots.training_curves`` e ``plots.warmup_experiment_figure`` desenham.
 ``student_or_reference`` escolhe, para as demonstrações do notebook, a função do aluno (se ela
-passar nos testes visíveis) ou a do pacote.
+passar nos testes visíveis) ou a do pacote. ``paired_comparison`` compara dois classificadores
+medidos nos mesmos exemplos (a diferença pareada e o teste exato de McNemar).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
+from ..numbers import br
 from ..training import ADAM_BETAS, ADAM_EPS, evaluate, no_warmup_lr, noam_lr, noam_peak, train_epoch
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "History",
     "LoggedLoss",
     "fit",
+    "paired_comparison",
     "run_warmup_experiment",
     "student_or_reference",
     "summarize",
@@ -146,7 +149,9 @@ def fit(
         if val["loss"] < history.best_val_loss:
             history.best_epoch = epoch
             history.best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-        bar.set_postfix(treino=f"{train['loss']:.3f}", val=f"{val['loss']:.3f}", acc=f"{val['accuracy']:.2f}")
+        bar.set_postfix(
+            treino=br(train["loss"], ".3f"), val=br(val["loss"], ".3f"), acc=br(val["accuracy"], ".2f")
+        )
     bar.close()
     return history
 
@@ -258,7 +263,10 @@ def run_warmup_experiment(
 
 
 def summarize(results: dict[str, list[History]], seeds: Sequence[int]) -> list[dict]:
-    """Uma linha por (condição, semente): perda final de treino, acurácia final e melhor de validação."""
+    """Uma linha por (condição, semente): perda final de treino, acurácia final e melhor de validação.
+
+    Os números saem escritos para ler (``numbers.br``: "0,412"; acurácias com 3 casas, como frações).
+    """
     rows = []
     for name, histories in results.items():
         for seed, h in zip(seeds, histories):
@@ -266,9 +274,43 @@ def summarize(results: dict[str, list[History]], seeds: Sequence[int]) -> list[d
                 {
                     "condição": name,
                     "semente": seed,
-                    "perda de treino (última época)": round(h.train_loss[-1], 3),
-                    "acurácia de validação (última época)": round(h.val_accuracy[-1], 3),
-                    "melhor acurácia de validação": round(max(h.val_accuracy), 3),
+                    "perda de treino (última época)": br(h.train_loss[-1], ".3f"),
+                    "acurácia de validação (última época)": br(h.val_accuracy[-1], ".3f"),
+                    "melhor acurácia de validação": br(max(h.val_accuracy), ".3f"),
                 }
             )
     return rows
+
+
+# ---------------------------------------------------------------- dois classificadores, os mesmos exemplos
+
+
+def paired_comparison(correct_a: torch.Tensor, correct_b: torch.Tensor) -> dict[str, float]:
+    """Compara dois classificadores medidos nos MESMOS N exemplos (acertou/errou de cada um).
+
+    Só contam os exemplos em que eles discordam: ``a_only`` (A acerta, B erra) e ``b_only``. A
+    diferença de acurácia é (a_only - b_only)/N; o desvio padrão dessa diferença pareada é
+    sqrt(a_only + b_only - (a_only - b_only)²/N)/N. ``p_value`` é o do teste exato de McNemar
+    (1947), bilateral: a probabilidade, sob "os dois são igualmente bons", de uma divisão dos
+    a_only + b_only desacordos tão desigual quanto a observada (binomial com p = 1/2).
+
+    Formas:
+        correct_a, correct_b: (N,) bool
+    """
+    a, b = correct_a.bool().flatten(), correct_b.bool().flatten()
+    if a.shape != b.shape or a.numel() == 0:
+        raise ValueError(
+            f"esperava dois vetores do mesmo tamanho N > 0; recebidos {tuple(a.shape)} e {tuple(b.shape)}."
+        )
+    n = a.numel()
+    a_only, b_only = int((a & ~b).sum()), int((~a & b).sum())
+    disagreements = a_only + b_only
+    tail = sum(math.comb(disagreements, i) for i in range(min(a_only, b_only) + 1)) / 2**disagreements
+    return {
+        "n": n,
+        "a_only": a_only,
+        "b_only": b_only,
+        "difference": (a_only - b_only) / n,
+        "std": math.sqrt(disagreements - (a_only - b_only) ** 2 / n) / n,
+        "p_value": min(1.0, 2 * tail),
+    }

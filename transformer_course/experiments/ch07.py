@@ -22,6 +22,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..costs import attention_cost, naive_attention
+from ..numbers import br
 from ..seq2seq import DateSeq2Seq, DateVocab, make_date_batch, translate_dates
 from ..text import get_batch
 
@@ -222,10 +223,11 @@ def training_report(history: dict[str, list[float]], reference: dict | None = No
     """
     steps, total = int(history["step"][-1]), history["total_seconds"][0]
     planned = int(history.get("max_steps", [steps])[0])
-    text = f"{steps} passos em {total:.1f} s; validação {history['val_loss'][-1]:.3f} nats/caractere"
+    loss = br(history["val_loss"][-1], ".3f")
+    text = f"{steps} passos em {br(total, '.1f')} s; validação {loss} nats/caractere"
     if "probe_ms" in history:
         measured = ", ".join(
-            f"{int(n)} thread{'s' if n > 1 else ''}: {ms:.0f} ms"
+            f"{int(n)} thread{'s' if n > 1 else ''}: {br(ms, '.0f')} ms"
             for n, ms in zip(history["probe_threads"], history["probe_ms"])
         )
         chosen = int(history["threads"][0])
@@ -237,8 +239,8 @@ def training_report(history: dict[str, list[float]], reference: dict | None = No
         )
         if reference:
             text += (
-                f"\nReferência gravada: os {planned} passos chegam a {reference['val_loss']:.2f} "
-                f"nats/caractere em {reference['seconds']:.0f} s ({reference['where']})."
+                f"\nReferência gravada: os {planned} passos chegam a {br(reference['val_loss'], '.2f')} "
+                f"nats/caractere em {br(reference['seconds'], '.0f')} s ({reference['where']})."
             )
     return text
 

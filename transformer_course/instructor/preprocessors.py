@@ -5,6 +5,9 @@ nunca o importa, por isso ele pode depender do nbgrader e do nbconvert à vontad
 
 - :class:`GetGradesPending` — a devolutiva distingue pontos perdidos de pontos ainda não
   corrigidos (perguntas abertas à espera do professor: "a corrigir").
+- :func:`points` e :func:`points_phrase` — os filtros Jinja da devolutiva que escrevem pontos em
+  pt-BR ("8,5"; "1 ponto", "4 pontos"), registrados em ``nbgrader_config.py``
+  (``HTMLExporter.filters``).
 - :class:`StripTextSolutionMarkers` — no gabarito (``solutions/``), as respostas-modelo das
   perguntas abertas aparecem sem os marcadores ``### BEGIN SOLUTION``/``### END SOLUTION``,
   que o Markdown mostraria como títulos.
@@ -25,12 +28,16 @@ from nbgrader import utils
 from nbgrader.preprocessors import GetGrades
 from traitlets import Bool
 
+from ..numbers import br
+
 __all__ = [
     "FeedbackHTMLExporter",
     "GetGradesPending",
     "ShortTracebacks",
     "StripTextSolutionMarkers",
     "feedback_template_dir",
+    "points",
+    "points_phrase",
 ]
 
 _MARKER = re.compile(r"^\s*#*\s*(BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$")
@@ -92,6 +99,16 @@ class ShortTracebacks(Preprocessor):
             if output.get("output_type") == "error":
                 output["traceback"] = [f"{output['ename']}: {output['evalue']}"]
         return cell, resources
+
+
+def points(value) -> str:
+    """Pontos em pt-BR, com até duas casas e sem zeros à toa: 17.0 → "17", 8.5 → "8,5"."""
+    return br(round(float(value or 0), 2), "g")
+
+
+def points_phrase(value) -> str:
+    """Pontos com a palavra, no singular abaixo de 2 (como se lê): "1 ponto", "0,5 ponto", "4 pontos"."""
+    return f"{points(value)} {'ponto' if abs(float(value or 0)) < 2 else 'pontos'}"
 
 
 class _MemoryBytecodeCache(BytecodeCache):

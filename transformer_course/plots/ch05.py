@@ -11,6 +11,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from ..numbers import br, br_formatter
 from .common import PALETTE, SEQUENTIAL, to_numpy
 
 __all__ = ["MASK_CMAP", "NAN_COLOR", "draw_mask", "mask_panels", "nan_heatmaps"]
@@ -27,13 +28,20 @@ def draw_mask(
     title: str = "",
     xlabel: str = "chave (posição atendida)",
     ylabel: str = "consulta (quem pergunta)",
+    row_labels: Sequence[str] | None = None,
 ) -> None:
-    """Desenha uma máscara booleana 2-D: azul = pode atender, cinza = bloqueado."""
+    """Desenha uma máscara booleana 2-D: azul = pode atender, cinza = bloqueado.
+
+    ``labels`` nomeia as colunas (chaves) e, se ``row_labels`` faltar, também as linhas (as
+    primeiras T_q); numa máscara não quadrada, ``row_labels`` nomeia as consultas.
+    """
     m = to_numpy(mask).astype(float)
     T_q, T_k = m.shape
     ax.imshow(m, cmap=MASK_CMAP, vmin=0, vmax=1, interpolation="nearest")
+    if row_labels is None:
+        row_labels = list(labels)[:T_q] if labels is not None else np.arange(T_q)
     ax.set_xticks(np.arange(T_k), labels=list(labels) if labels is not None else np.arange(T_k))
-    ax.set_yticks(np.arange(T_q), labels=list(labels)[:T_q] if labels is not None else np.arange(T_q))
+    ax.set_yticks(np.arange(T_q), labels=list(row_labels))
     ax.set_xticks(np.arange(-0.5, T_k), minor=True)
     ax.set_yticks(np.arange(-0.5, T_q), minor=True)
     ax.grid(which="minor", color="white", lw=1.5)
@@ -52,13 +60,18 @@ def mask_panels(
     ylabel: str = "consulta (quem pergunta)",
     legend: tuple[str, str] = ("pode atender (True)", "bloqueado (False)"),
     suptitle: str = "",
+    row_labels: Sequence[str] | None = None,
 ) -> Figure:
-    """Várias máscaras 2-D lado a lado, com a mesma legenda de cores."""
+    """Várias máscaras 2-D lado a lado, com a mesma legenda de cores.
+
+    Máscaras mais largas que altas (menos consultas que chaves) ganham uma figura mais baixa.
+    """
     n = len(masks)
-    fig = Figure(figsize=(3.6 * n + 0.4, 3.9), layout="constrained")
+    rows, cols = max(m.shape[0] for m in masks), max(m.shape[1] for m in masks)
+    fig = Figure(figsize=(3.6 * n + 0.4, 1.9 + 2.0 * min(rows / cols, 1.0)), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, n))
     for ax, mask, title in zip(axes, masks, titles):
-        draw_mask(ax, mask, labels, title, xlabel, ylabel)
+        draw_mask(ax, mask, labels, title, xlabel, ylabel, row_labels)
     handles = [Patch(color=PALETTE[0], label=legend[0]), Patch(color="#e6e6e6", label=legend[1])]
     fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
     if suptitle:
@@ -84,7 +97,7 @@ def nan_heatmaps(
         for i in range(T_q):
             for j in range(T_k):
                 v = a[i, j]
-                text = "NaN" if np.isnan(v) else f"{v:.2f}"
+                text = br(v, ".2f")  # "0,25"; uma célula NaN sai "NaN"
                 color = "white" if np.isnan(v) or v < 0.6 else "black"
                 ax.text(j, i, text, ha="center", va="center", fontsize=7, color=color)
         ticks = list(labels) if labels is not None else list(range(T_k))
@@ -94,5 +107,5 @@ def nan_heatmaps(
         ax.set_xlabel("chave")
         ax.set_ylabel("consulta")
         ax.set_title(title)
-    fig.colorbar(image, ax=list(axes), label="peso", shrink=0.85)
+    fig.colorbar(image, ax=list(axes), label="peso", shrink=0.85, format=br_formatter())
     return fig

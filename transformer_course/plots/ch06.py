@@ -1,4 +1,7 @@
-"""Figuras do capítulo 6 (treino e aquecimento da taxa de aprendizado)."""
+"""Figuras do capítulo 6 (treino e aquecimento da taxa de aprendizado).
+
+Números escritos em pt-BR (``numbers.br``): rótulos, legendas e as marcas dos eixos com casas decimais.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ..numbers import br, br_formatter
 from .common import PALETTE, to_numpy
 
 __all__ = [
@@ -59,19 +63,25 @@ def noam_curves(
         color = PALETTE[i % len(PALETTE)]
         steps = np.union1d(grid, [warmup, warmup + 1])  # o bico do pico entra exatamente na curva
         lrs = [lr_fn(int(s), d_model, warmup, factor) for s in steps]
-        label = f"d_model={d_model}, warmup={warmup}" + (f", factor={factor:g}" if factor != 1 else "")
+        label = f"d_model={d_model}, warmup={warmup}" + (f", factor={br(factor)}" if factor != 1 else "")
         ax.plot(steps, lrs, color=color, label=label)
         peak = lr_fn(warmup, d_model, warmup, factor)
         top = max(top, peak)
         ax.plot([warmup], [peak], "o", color=color, ms=6)
         ax.annotate(
-            f"{peak:.1e}", (warmup, peak), textcoords="offset points", xytext=(4, 5), fontsize=8, color=color
+            br(peak, ".1e"),
+            (warmup, peak),
+            textcoords="offset points",
+            xytext=(4, 5),
+            fontsize=8,
+            color=color,
         )
     ax.set_ylim(0, 1.15 * top)
     ax.set_xlabel("passo de otimização")
     ax.set_ylabel("taxa de aprendizado")
     ax.set_title(title)
-    ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+    ax.xaxis.set_major_formatter(br_formatter(",.0f"))  # "20.000"
+    ax.yaxis.set_major_formatter(br_formatter())
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return fig
@@ -93,6 +103,7 @@ def training_curves(history, title: str = "Treino") -> Figure:
     ax_acc.set_ylabel("acurácia")
     ax_acc.set_ylim(0, 1)
     for ax, name in ((ax_loss, "Perda"), (ax_acc, "Acurácia")):
+        ax.yaxis.set_major_formatter(br_formatter())
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("época")
         ax.set_title(name)
@@ -102,7 +113,7 @@ def training_curves(history, title: str = "Treino") -> Figure:
     ax_lr.set_xlabel("passo de otimização")
     ax_lr.set_ylabel("taxa de aprendizado usada")
     ax_lr.set_title("Taxa de aprendizado")
-    ax_lr.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+    ax_lr.yaxis.set_major_formatter(br_formatter())
     ax_lr.grid(alpha=0.3)
     fig.suptitle(title)
     return fig
@@ -139,12 +150,11 @@ def warmup_experiment_figure(
             epochs = np.arange(1, len(h.val_accuracy) + 1)
             ax_acc.plot(epochs, h.val_accuracy, "o-", color=color, alpha=0.8, lw=1.2, label=label)
     ax_loss.axhline(
-        chance_loss, color="gray", ls="--", lw=1, label=f"chute uniforme: ln C = {chance_loss:.2f}"
+        chance_loss, color="gray", ls="--", lw=1, label=f"chute uniforme: ln C = {br(chance_loss, '.2f')}"
     )
     ax_lr.set_xlabel("passo de otimização")
     ax_lr.set_ylabel("taxa de aprendizado")
     ax_lr.set_title("As duas taxas (mesmo pico)")
-    ax_lr.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
     ax_loss.set_xlabel("passo de otimização")
     ax_loss.set_ylabel(f"perda de treino (média móvel de {window} lotes)")
     ax_loss.set_title("Perda de treino, uma linha por semente")
@@ -154,6 +164,7 @@ def warmup_experiment_figure(
     ax_acc.set_ylim(0, 1)
     ax_acc.set_title("Acurácia de validação")
     for ax in (ax_lr, ax_loss, ax_acc):
+        ax.yaxis.set_major_formatter(br_formatter())
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(title)

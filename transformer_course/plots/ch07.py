@@ -11,6 +11,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, NullLocator
 
+from ..numbers import br, br_formatter
 from .common import PALETTE, SEQUENTIAL, to_numpy
 
 __all__ = [
@@ -68,7 +69,7 @@ def cross_attention_figure(
     ax.set_xlabel("caractere gerado pelo decodificador (consulta)")
     ax.set_ylabel("data de entrada (chave)")
     ax.set_title(title)
-    fig.colorbar(image, ax=ax, label="peso (média das cabeças)")
+    fig.colorbar(image, ax=ax, label="peso (média das cabeças)", format=br_formatter())
     return fig
 
 
@@ -84,20 +85,16 @@ def training_curves_figure(
         math.log(vocab_size),
         ls=":",
         color=PALETTE[3],
-        label=f"chute uniforme, ln V: {_br(math.log(vocab_size))}",
+        label=f"chute uniforme, ln V: {br(math.log(vocab_size), '.2f')}",
     )
-    ax.axhline(unigram, ls="--", color="gray", label=f"unigramas (sem contexto): {_br(unigram)}")
+    ax.axhline(unigram, ls="--", color="gray", label=f"unigramas (sem contexto): {br(unigram, '.2f')}")
     ax.set_xlabel("passo de otimização")
     ax.set_ylabel("entropia cruzada (nats por caractere)")
+    ax.yaxis.set_major_formatter(br_formatter())
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return fig
-
-
-def _br(x: float) -> str:
-    """2.54 -> '2,54' (vírgula decimal)."""
-    return f"{x:.2f}".replace(".", ",")
 
 
 def _integer_ticks(ax, values) -> None:
@@ -116,14 +113,14 @@ def attention_cost_figure(result: dict, slopes: dict[str, float], memory: dict |
         result["naive_s"],
         "o-",
         color=PALETTE[3],
-        label=f"ingênua (matriz n×n): inclinação {_br(slopes['naive_s'])}",
+        label=f"ingênua (matriz n×n): inclinação {br(slopes['naive_s'], '.2f')}",
     )
     ax_time.loglog(
         n,
         result["sdpa_s"],
         "s-",
         color=PALETTE[0],
-        label=f"F.scaled_dot_product_attention: inclinação {_br(slopes['sdpa_s'])}",
+        label=f"F.scaled_dot_product_attention: inclinação {br(slopes['sdpa_s'], '.2f')}",
     )
     ref = result["naive_s"][-1] * (n / n[-1]) ** 2
     ax_time.loglog(n, ref, ":", color="gray", label="referência ∝ n²")
@@ -182,12 +179,12 @@ def kaplan_figure(loss_fn, points: dict[str, float], n_min: float = 1e3, n_max: 
             "o",
             color=PALETTE[(i + 1) % len(PALETTE)],
             ms=8,
-            label=f"{label}: N ≈ {n:.1e}, L = {loss_fn(n):.2f}".replace(".", ","),
+            label=f"{label}: N ≈ {br(n, '.1e')}, L = {br(loss_fn(n), '.2f')}",
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ticks = [t for t in (1, 1.5, 2, 3, 4, 5, 6, 8) if loss_fn(n_max) * 0.95 <= t <= loss_fn(n_min) * 1.05]
-    ax.set_yticks(ticks, [f"{t:g}".replace(".", ",") for t in ticks])
+    ax.set_yticks(ticks, [br(t) for t in ticks])
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("N: parâmetros sem os embeddings (escala log)")
     ax.set_ylabel("perda prevista (nats por token, escala log)")
@@ -216,6 +213,7 @@ def next_char_figure(
             color=PALETTE[j % len(PALETTE)],
         )
     ax.set_xticks(np.arange(len(order)) + 0.4 - width / 2, labels)
+    ax.yaxis.set_major_formatter(br_formatter())
     ax.set_ylabel("probabilidade")
     ax.set_xlabel("próximo caractere (os mais prováveis a τ = 1)")
     ax.set_title(title)

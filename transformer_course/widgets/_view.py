@@ -34,6 +34,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
+from ..numbers import br
 from ..runtime import grading_mode
 from . import _glyphs
 from ._notice import NotBuiltWhenGrading, student_only
@@ -42,6 +43,7 @@ __all__ = [
     "Blit",
     "NotBuiltWhenGrading",
     "PngRenderer",
+    "br_float_slider",
     "encode_png",
     "figure_png",
     "interactive_png",
@@ -516,6 +518,23 @@ def control_values(control) -> list | None:
         values = [control.min + i * control.step for i in range(count)]
         return [round(v, 10) for v in values] if isinstance(control.value, float) else values
     return None
+
+
+def br_float_slider(value: float, min: float, max: float, step: float, spec: str = ".2f", **kwargs):
+    """Um deslizador de números reais que mostra o valor em pt-BR ("0,80" e não "0.80").
+
+    O ``FloatSlider`` do ipywidgets escreve o valor no navegador com o ``d3-format``, sempre com
+    ponto decimal (nenhuma opção de localidade). O ``SelectionSlider`` mostra o rótulo de cada
+    opção: as opções são os mesmos valores do ``FloatSlider`` (``min``, ``min + step``, ..., ``max``)
+    com o rótulo de ``numbers.br(valor, spec)``, e ``.value`` continua sendo o número.
+    ``kwargs`` vão para o ``SelectionSlider`` (``description``, ``continuous_update``, ``style``...).
+    """
+    import ipywidgets as widgets
+
+    count = int(round((max - min) / step)) + 1
+    values = [round(min + i * step, 10) for i in range(count)]
+    start = values[int(np.argmin([abs(v - value) for v in values]))]
+    return widgets.SelectionSlider(options=[(br(v, spec), v) for v in values], value=start, **kwargs)
 
 
 def every_state(controls: Mapping[str, object], limit: int = PREFETCH_ALL_MAX) -> list[dict]:

@@ -14,6 +14,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MultipleLocator
 
 from ..masks import causal_mask, masked_softmax, padding_mask
+from ..numbers import br_formatter
 from ..plots import PALETTE, SEQUENTIAL
 from ..plots.ch05 import MASK_CMAP, NAN_COLOR
 from ..runtime import one_thread
@@ -61,7 +62,9 @@ class MaskExplorer:
         axes[0].set_ylabel("consulta")
         for ax in axes[1:]:
             ax.tick_params(axis="y", labelleft=False)
-        self.fig.colorbar(self.images[-1], ax=list(axes[1:]), label="peso", shrink=0.85)
+        self.fig.colorbar(
+            self.images[-1], ax=list(axes[1:]), label="peso", shrink=0.85, format=br_formatter()
+        )
         handles = [
             Patch(color=PALETTE[0], label="pode atender"),
             Patch(color="#e6e6e6", label="bloqueado"),

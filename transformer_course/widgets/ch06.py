@@ -6,9 +6,10 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ..numbers import br, br_formatter, br_percent
 from ..plots import PALETTE
 from ..training import noam_lr
-from ._view import Blit, PngRenderer, interactive_png, student_only
+from ._view import Blit, PngRenderer, br_float_slider, interactive_png, student_only
 
 __all__ = ["D_MODEL_OPTIONS", "NoamExplorer", "noam_widget"]
 
@@ -28,7 +29,7 @@ class NoamExplorer:
         self.grid = np.linspace(1, n_steps, n_points)  # a curva é suave: 400 pontos bastam
         self.steps = self.grid
         self.fig = Figure(figsize=(8, 4.1))
-        self.fig.subplots_adjust(left=0.09, right=0.96, bottom=0.22, top=0.91)
+        self.fig.subplots_adjust(left=0.11, right=0.95, bottom=0.22, top=0.91)
         self.ax = self.fig.add_subplot()
         ref = self._curve(4000, 512, 1.0)
         (ref_line,) = self.ax.plot(
@@ -47,10 +48,8 @@ class NoamExplorer:
         self.ax.set_xlabel("passo de otimização")
         self.ax.set_ylabel("taxa de aprendizado")
         self.ax.set_title("Agendamento de Noam")
-        self.ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
-        # o multiplicador ("1e−3") um pouco mais alto: longe da borda do eixo, o desenho guardado dele
-        # não leva junto um pedaço da borda
-        self.ax.yaxis.OFFSETTEXTPAD = 6
+        self.ax.xaxis.set_major_formatter(br_formatter(",.0f"))  # "20.000"
+        self.ax.yaxis.set_major_formatter(br_formatter())  # "0,0004": vírgula decimal, sem multiplicador
         self.ax.grid(alpha=0.3)
         # a legenda fica embaixo, fora do caminho das curvas: assim ela é parte do fundo fixo
         self.fig.legend(loc="lower center", ncols=3, fontsize=8, frameon=False)
@@ -75,9 +74,10 @@ class NoamExplorer:
         self.vline.set_xdata([warmup_steps, warmup_steps])
         self.ax.set_ylim(0, 1.15 * max(peak, self.ref_peak))
         final = lrs[-1]
+        formula = f"{br(factor)}·({d_model}·{warmup_steps})^-0,5"
         self.text.set_text(
-            f"pico = {factor:g}·({d_model}·{warmup_steps})^-0,5 = {peak:.2e} no passo {warmup_steps}\n"
-            f"no passo {self.n_steps}: {final:.2e} ({final / peak:.0%} do pico)"
+            f"pico = {formula} = {br(peak, '.2e')} no passo {br(warmup_steps, ',d')}\n"
+            f"no passo {br(self.n_steps, ',d')}: {br(final, '.2e')} ({br_percent(final / peak, 0)} do pico)"
         )
         return self.fig
 
@@ -108,16 +108,10 @@ def noam_widget(n_steps: int = 20_000):
         style=style,
         layout=layout,
     )
-    factor = widgets.FloatSlider(
-        value=1.0,
-        min=0.1,
-        max=4.0,
-        step=0.1,
-        description="factor",
-        continuous_update=False,
-        style=style,
-        layout=layout,
-    )
+    factor = br_float_slider(
+        1.0, min=0.1, max=4.0, step=0.1, spec=".1f", description="factor", continuous_update=False,
+        style=style, layout=layout,
+    )  # fmt: skip
 
     controls = {"warmup_steps": warmup, "d_model": d_model, "factor": factor}
     image = interactive_png(PngRenderer(explorer.update), controls)

@@ -9,9 +9,10 @@ import torch
 from matplotlib.figure import Figure
 
 from ..generation import generate, next_token_distribution
+from ..numbers import br, br_formatter
 from ..plots import PALETTE
 from ..runtime import one_thread
-from ._view import Blit, PngRenderer, interactive_png, student_only
+from ._view import Blit, PngRenderer, br_float_slider, interactive_png, student_only
 
 __all__ = ["GenerationExplorer", "generation_widget"]
 
@@ -38,6 +39,7 @@ class GenerationExplorer:
         )
         self.bars = self.ax_bars.bar(np.arange(top), np.zeros(top), color=PALETTE[0])
         self.ax_bars.set_ylim(0, 1)
+        self.ax_bars.yaxis.set_major_formatter(br_formatter())
         self.ax_bars.set_ylabel("probabilidade")
         self.ax_bars.set_xlabel("próximo caractere depois do prompt (os mais prováveis a τ = 1)")
         self.ax_bars.set_xticks(np.arange(top))
@@ -74,7 +76,7 @@ class GenerationExplorer:
             bar.set_height(float(p_now[i]))
         labels = [self.tokenizer.chars[i] if self.tokenizer.chars[i].strip() else "␣" for i in order]
         self.ax_bars.set_xticklabels(labels)
-        modo = "gulosa (argmax)" if temperature == 0 else f"τ = {temperature:.2f}".replace(".", ",")
+        modo = "gulosa (argmax)" if temperature == 0 else f"τ = {br(temperature, '.2f')}"
         corte = "sem top-k" if k is None else f"top-k = {k}"
         self.title.set_text(f"Texto gerado ({modo}, {corte}, semente {seed}); ▌ marca o fim do prompt")
         return self.fig
@@ -87,8 +89,8 @@ def generation_widget(model, tokenizer, n_chars: int = 60):
 
     explorer = GenerationExplorer(model, tokenizer, n_chars=n_chars)
     controls = {
-        "temperature": widgets.FloatSlider(
-            value=0.8,
+        "temperature": br_float_slider(
+            0.8,
             min=0.0,
             max=2.0,
             step=0.05,
