@@ -16,8 +16,12 @@ correção (``scripts/grading_service.py``): uma entrega com o serviço ocioso e
 rajada de ``--rajada`` N alunos que enviam ao mesmo tempo (padrão 30), a latência da última
 devolutiva e a mediana e o p95 por entrega. Não é teste: só mede e imprime.
 
+Com ``--comparar-com OUTRA_COPIA``, mede só o custo: a mesma turma corrigida em sequência por este
+curso e pela outra cópia (com o ``.venv`` dela), em rodadas alternadas, e imprime a CPU por notebook
+(usuário + sistema de todos os processos: corretor e kernels) das duas e a razão.
+
 Uso: python scripts/bench_class.py [--alunos 4] [--capitulos 01_embeddings_posicao 02_atencao]
-     [--modos sequencial local scheduler servico] [--rajada 30]
+     [--modos sequencial local scheduler servico] [--rajada 30] [--comparar-com PASTA --rodadas 3]
 """
 
 from __future__ import annotations
@@ -69,11 +73,11 @@ def concurrent_floor(n: int) -> float:
     return statistics.mean(values)
 
 
-def submissions(chapter: str) -> dict:
+def submissions(chapter: str, root: Path = ROOT) -> dict:
     import nbformat
 
-    sol = nbformat.read(ROOT / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)
-    release = nbformat.read(ROOT / "release" / chapter / f"{chapter}.ipynb", as_version=4)
+    sol = nbformat.read(root / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)
+    release = nbformat.read(root / "release" / chapter / f"{chapter}.ipynb", as_version=4)
     first = next(
         i
         for i, c in enumerate(sol.cells)
@@ -86,18 +90,18 @@ def submissions(chapter: str) -> dict:
     return {"certa": sol, "em_branco": release, "errada": wrong, "hostil": hostile}
 
 
-def make_course(target: Path, names: list[str], students: int) -> None:
+def make_course(target: Path, names: list[str], students: int, root: Path = ROOT) -> None:
     import nbformat
 
     target.mkdir(parents=True)
-    shutil.copy2(ROOT / "nbgrader_config.py", target / "nbgrader_config.py")
+    shutil.copy2(root / "nbgrader_config.py", target / "nbgrader_config.py")
     ignore = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
     for part in ("release", "solutions", "scripts"):
-        shutil.copytree(ROOT / part, target / part, ignore=ignore)
+        shutil.copytree(root / part, target / part, ignore=ignore)
     for name in names:
-        shutil.copytree(ROOT / "source" / name, target / "source" / name, ignore=ignore)
+        shutil.copytree(root / "source" / name, target / "source" / name, ignore=ignore)
     for name in names:
-        subs = submissions(name)
+        subs = submissions(name, root)
         for i in range(students):
             kind = KINDS[i % len(KINDS)]
             path = target / "grading" / "submitted" / f"aluno{i:03d}_{kind}" / name / f"{name}.ipynb"
@@ -120,6 +124,62 @@ def grade(course: Path, *args: str) -> tuple[float, str]:
             f"grade_class.py {' '.join(args)} falhou:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
         )
     return wall, run.stdout
+
+
+def graded_cpu(course: Path, python: Path) -> tuple[float, float, str]:
+    """Relógio e CPU (usuário + sistema, de todos os processos filhos) de ``grade_class.py --sequencial``."""
+    import resource
+
+    env = nbgrader_env()
+    env["PATH"] = f"{python.parent}{os.pathsep}{env['PATH']}"
+    env.setdefault("OMP_NUM_THREADS", "1")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    run = subprocess.run(
+        [str(python), str(course / "scripts" / "grade_class.py"), "--sequencial"],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if run.returncode != 0:
+        raise RuntimeError(f"grade_class.py ({python}) falhou:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, run.stdout
+
+
+def compare_cost(other: Path, chapters: list[str], students: int, rounds: int) -> None:
+    """A mesma turma corrigida por este curso e por outra cópia (``other``, com o .venv dela), alternando.
+
+    Mede a CPU de todos os processos (corretor, kernels confinados), que sofre bem menos que o relógio
+    com a máquina ocupada por outros processos, e imprime a CPU por notebook e a razão.
+    """
+    n = students * len(chapters)
+    sides = {"este": (ROOT, Path(sys.executable)), "outro": (other, other / ".venv" / "bin" / "python")}
+    results: dict[str, list[tuple[float, float]]] = {k: [] for k in sides}
+    with tempfile.TemporaryDirectory(prefix="bench-custo-") as tmp:
+        for r in range(rounds):
+            order = list(sides) if r % 2 == 0 else list(sides)[::-1]
+            for side in order:
+                root, python = sides[side]
+                course = Path(tmp) / f"{side}{r}" / "curso"
+                make_course(course, chapters, students, root)
+                wall, cpu, out = graded_cpu(course, python)
+                results[side].append((wall, cpu))
+                print(
+                    f"rodada {r + 1} {side:<5} ({root}): {cpu / n:5.2f} s de CPU por notebook, "
+                    f"{wall / n:5.2f} s de relógio por notebook, erros: {out.count('ERRO')}, "
+                    f"carga {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
+    mine = statistics.median(c for _, c in results["este"]) / n
+    theirs = statistics.median(c for _, c in results["outro"]) / n
+    print(
+        f"CPU por notebook (mediana de {rounds}): este {mine:.2f} s, outro {theirs:.2f} s; "
+        f"este ÷ outro = {mine / theirs:.3f} ({(mine / theirs - 1):+.1%})"
+    )
 
 
 def with_scheduler(course: Path, workers: int = 2) -> tuple[float, str]:
@@ -315,11 +375,21 @@ def main(argv: list[str] | None = None) -> int:
         default=30,
         help="alunos que enviam ao mesmo tempo na medida do serviço (padrão: 30; 0: só a entrega isolada)",
     )
+    parser.add_argument(
+        "--comparar-com",
+        type=Path,
+        default=None,
+        help="outra cópia do curso (com o .venv dela): mede só a CPU por notebook das duas, lado a lado",
+    )
+    parser.add_argument("--rodadas", type=int, default=3, help="rodadas alternadas de --comparar-com")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.capitulos) - set(CHAPTERS))
     if unknown:
         print(f"capítulos desconhecidos: {', '.join(unknown)}")
         return 2
+    if args.comparar_com:
+        compare_cost(args.comparar_com.resolve(), args.capitulos, args.alunos, args.rodadas)
+        return 0
     n = args.alunos * len(args.capitulos)
     load = os.getloadavg()[0]
     print(

@@ -389,9 +389,13 @@ def execute(request: dict, namespace: dict, objects: Objects | None = None) -> d
     Usado pelo :func:`serve` (no kernel da correção) e, fora da correção, pelas verificações do
     próprio notebook (o mesmo código dos dois lados).
     """
+    from .runtime import one_thread
+
     objects = objects or _OBJECTS
     verb = request.get("verb")
-    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+    # Uma thread, como as verificações sempre rodaram: com tensores pequenos, as threads do PyTorch
+    # só disputam os núcleos com os outros kernels da turma (e uma chamada de microssegundos vira ms).
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()), one_thread():
         warnings.simplefilter("ignore")
         if verb == "call":
             return _call(request, namespace, objects)
