@@ -195,16 +195,27 @@ def _matplotlib_cache() -> list[str]:
     return args
 
 
-def _python_paths() -> list[str]:
-    """O Python (instalação base e ambiente virtual) e o pacote do curso, só leitura."""
+# Onde o kernel confinado vê o pacote do curso que o corretor montou (``PYTHONPATH``): o mesmo
+# caminho em qualquer máquina, seja qual for a instalação (editável ou não) do corretor.
+PACKAGE_MOUNT = "/opt/transformers-do-zero"
+
+
+def course_package_dir() -> str:
+    """A pasta ``transformer_course`` que o corretor importa (a que ele está rodando)."""
     import transformer_course
 
+    return os.path.dirname(os.path.realpath(transformer_course.__file__))
+
+
+def _python_paths(with_package: bool = True) -> list[str]:
+    """O Python (instalação base e ambiente virtual) e, se pedido, o pacote do curso, só leitura."""
     paths = {
         os.path.realpath(sys.base_prefix),
         os.path.realpath(sys.prefix),
         os.path.dirname(os.path.realpath(sys.executable)),
-        os.path.dirname(os.path.realpath(transformer_course.__file__)),
     }
+    if with_package:
+        paths.add(course_package_dir())
     # Caminhos não realpath também (links simbólicos do ambiente virtual).
     for path in (sys.base_prefix, sys.prefix):
         if os.path.realpath(path) != os.path.abspath(path):
@@ -215,11 +226,14 @@ def _python_paths() -> list[str]:
     return [p for p in keep if not any(p != q and p.startswith(q + "/") for q in keep)]
 
 
-def bwrap_command(cwd: str, private_dir: str, uid: int | None) -> list[str]:
+def bwrap_command(cwd: str, private_dir: str, uid: int | None, package: str | None = None) -> list[str]:
     """O prefixo ``bwrap ... -- [setpriv ...] prlimit ... --`` de um comando confinado.
 
     ``cwd`` (a pasta da entrega) entra só leitura; ``private_dir`` (conexão com o kernel),
-    leitura e escrita. ``uid``: o usuário descartável (como root) ou ``None``.
+    leitura e escrita. ``uid``: o usuário descartável (como root) ou ``None``. ``package``: a
+    pasta ``transformer_course`` que o kernel importa, montada só leitura em
+    ``PACKAGE_MOUNT/transformer_course`` (o pacote instalado do corretor não é montado); sem ela,
+    o pacote do corretor, no caminho dele.
     """
     cmd = [
         "bwrap",
@@ -251,8 +265,11 @@ def bwrap_command(cwd: str, private_dir: str, uid: int | None) -> list[str]:
         "/tmp",
         *_matplotlib_cache(),
     ]
-    binds = [("--ro-bind", path) for path in _python_paths()]
+    binds = [("--ro-bind", path) for path in _python_paths(with_package=package is None)]
     binds += [("--ro-bind", cwd), ("--bind", private_dir)]
+    if package is not None:
+        cmd += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", PACKAGE_MOUNT]
+        cmd += ["--ro-bind", package, f"{PACKAGE_MOUNT}/transformer_course"]
     # As pastas acima das montagens: o bwrap as criaria só para o root (0700).
     mounted = ("/usr", "/tmp", "/dev", "/proc", "/etc")
     parents = set()
@@ -315,8 +332,12 @@ def _user_processes() -> int:
     return count
 
 
-def sandbox_env(env: dict) -> dict:
-    """O ambiente do kernel confinado: só o necessário, com HOME e o IPython no /tmp privado."""
+def sandbox_env(env: dict, package: str | None = None) -> dict:
+    """O ambiente do kernel confinado: só o necessário, com HOME e o IPython no /tmp privado.
+
+    Com ``package`` (veja :func:`bwrap_command`), o ``PYTHONPATH`` põe o pacote montado na frente
+    de qualquer instalação do corretor.
+    """
     clean = {k: v for k, v in env.items() if k in PASS_ENV or k.startswith("JPY_")}
     clean.update(
         HOME="/tmp",
@@ -334,6 +355,9 @@ def sandbox_env(env: dict) -> dict:
     )
     clean.setdefault("PATH", "/usr/bin:/bin")
     clean["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), clean["PATH"]])
+    clean.pop("PYTHONPATH", None)
+    if package is not None:
+        clean["PYTHONPATH"] = PACKAGE_MOUNT
     return clean
 
 
@@ -348,12 +372,16 @@ GRADING_KERNEL_SETUP = "get_ipython().register_magic_function(lambda line: None,
 
 def _kernel_manager_class():
     from jupyter_client.manager import AsyncKernelManager
-    from traitlets import Bool
+    from traitlets import Bool, Unicode
 
     class SandboxedKernelManager(AsyncKernelManager):
         """Gerenciador de kernels que inicia cada kernel dentro do bubblewrap (transporte IPC)."""
 
         confine = Bool(True, help="Confinar o kernel (bubblewrap + limites).").tag(config=True)
+        package_dir = Unicode(
+            "",
+            help="A pasta transformer_course que o kernel confinado importa (vazio: a do corretor).",
+        ).tag(config=True)
 
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
@@ -376,7 +404,8 @@ def _kernel_manager_class():
                 self.transport = "ipc"
                 self.connection_file = os.path.join(self._private_dir, "kernel.json")
                 self.ip = os.path.join(self._private_dir, "ipc")
-                kw["env"] = sandbox_env(kw.get("env") or dict(os.environ))
+                self._package = self.package_dir or None
+                kw["env"] = sandbox_env(kw.get("env") or dict(os.environ), self._package)
             kernel_cmd, kw = await super()._async_pre_start_kernel(**kw)
             kernel_cmd = [*kernel_cmd, f"--IPKernelApp.exec_lines={GRADING_KERNEL_SETUP}"]
             if self._confined:
@@ -384,7 +413,7 @@ def _kernel_manager_class():
                     os.chown(self._private_dir, self._uid, self._uid)
                     os.chown(self.connection_file, self._uid, self._uid)
                 cwd = os.path.realpath(kw.get("cwd") or os.getcwd())
-                kernel_cmd = bwrap_command(cwd, self._private_dir, self._uid) + kernel_cmd
+                kernel_cmd = bwrap_command(cwd, self._private_dir, self._uid, self._package) + kernel_cmd
                 self.log.info("Kernel confinado (bubblewrap) em %s", cwd)
             return kernel_cmd, kw
 
