@@ -25,7 +25,8 @@ from torch import nn
 from .. import training as reference
 from .. import wire
 from ..exercises import Exercise, GradedCell
-from ..feedback import Check, CheckFailure, Mistake, describe
+from ..feedback import Check, CheckFailure, Finding, Mistake, describe
+from ..numbers import br
 from ..probe import Response
 from ..runtime import dtype_name
 from ..scenarios.ch06 import Setup
@@ -50,31 +51,43 @@ EXERCISES = (NOAM, SCHED, TRAIN, EVAL)
 # ================================================================ noam_lr
 
 
-def _noam(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+def _noam(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:
     """A fórmula de Noam por extenso; o passo 0 usa a taxa do passo 1 (``max(step, 1)``)."""
     s = max(step, 1)
-    return factor * d_model**-0.5 * min(s**-0.5, s * warmup**-1.5)
+    return factor * d_model**-0.5 * min(s**-0.5, s * warmup_steps**-1.5)
 
 
-def _noam_mistakes(d: int, w: int, f: float) -> list[tuple[str, Callable[[int], float]]]:
-    """Os erros conhecidos da fórmula: (nome, taxa que o erro daria no passo s)."""
+def _noam_mistakes(d: int, w: int, f: float) -> list[tuple[str, str, Callable[[int], float]]]:
+    """Os erros conhecidos da fórmula: (id, nome, taxa que o erro daria no passo s)."""
 
-    def swap(s, scale=d**-0.5, pick=min, decay=-0.5, warm=w**-1.5):  # a fórmula com um pedaço trocado
+    def swap(s, scale=d**-0.5, pick=min, decay=-0.5, warm=w**-1.5, ramp=1.0):  # um pedaço trocado
         s = max(s, 1)
-        return f * scale * pick(s**decay, s * warm)
+        return f * scale * pick(s**decay, ramp * s * warm)
 
+    precedence = "em Python, `**` vem antes de `/`"
     return [
-        ("a fórmula SEM o fator d_model^-0.5", lambda s: swap(s, scale=1.0)),
-        ("d_model^-1 no lugar de d_model^-0.5", lambda s: swap(s, scale=1 / d)),
-        ("max no lugar de min (a curva nunca cai)", lambda s: swap(s, pick=max)),
-        ("o expoente errado no aquecimento: warmup_steps^-0.5 (é ^-1.5)", lambda s: swap(s, warm=w**-0.5)),
-        ("o expoente errado no aquecimento: warmup_steps^-1 (é ^-1.5)", lambda s: swap(s, warm=1 / w)),
-        ("o expoente errado na queda: step^-1 em vez de step^-0.5", lambda s: swap(s, decay=-1.0)),
-        ("a curva deslocada um passo: step + 1 (use max(step, 1))", lambda s: _noam(s + 1, d, w, f)),
-        ("a curva deslocada um passo: você usou step - 1", lambda s: _noam(s - 1, d, w, f)),
-        ("o `factor` ignorado", lambda s: _noam(s, d, w)),
-        ("o `factor` dividindo em vez de multiplicar", lambda s: _noam(s, d, w, 1.0 / f)),
-        ("d_model e warmup_steps trocados", lambda s: _noam(s, w, d, f)),
+        ("sem-d_model", "a fórmula SEM o fator d_model^-0.5", lambda s: swap(s, scale=1.0)),
+        ("d_model-expoente-1", "d_model^-1 no lugar de d_model^-0.5", lambda s: swap(s, scale=1 / d)),
+        ("d_model-menos-1-sobre-2", f"`d_model ** -1/2`: {precedence}, e isso é d_model^-1 / 2; "
+         "escreva `d_model ** -0.5`", lambda s: swap(s, scale=1 / d / 2)),
+        ("max-no-lugar-de-min", "max no lugar de min (a curva nunca cai)", lambda s: swap(s, pick=max)),
+        ("aquecimento-expoente-0.5", "o expoente errado no aquecimento: warmup_steps^-0.5 (é ^-1.5)",
+         lambda s: swap(s, warm=w**-0.5)),
+        ("aquecimento-expoente-1", "o expoente errado no aquecimento: warmup_steps^-1 (é ^-1.5)",
+         lambda s: swap(s, warm=1 / w)),
+        ("aquecimento-menos-3-sobre-2", f"`warmup_steps ** -3/2`: {precedence}, e isso é "
+         "warmup_steps^-3 / 2; escreva `warmup_steps ** -1.5` (ou `** (-3/2)`)",
+         lambda s: swap(s, warm=w**-3 / 2)),
+        ("queda-expoente-1", "o expoente errado na queda: step^-1 em vez de step^-0.5",
+         lambda s: swap(s, decay=-1.0)),
+        ("queda-menos-1-sobre-2", f"`step ** -1/2`: {precedence}, e isso é step^-1 / 2; escreva "
+         "`step ** -0.5`", lambda s: f * d**-0.5 * min(1 / max(s, 1) / 2, max(s, 1) * w**-1.5)),
+        ("passo-mais-1", "a curva deslocada um passo: step + 1 (use max(step, 1))",
+         lambda s: _noam(s + 1, d, w, f)),
+        ("passo-menos-1", "a curva deslocada um passo: você usou step - 1", lambda s: _noam(s - 1, d, w, f)),
+        ("factor-ignorado", "o `factor` ignorado", lambda s: _noam(s, d, w)),
+        ("factor-dividindo", "o `factor` dividindo em vez de multiplicar", lambda s: _noam(s, d, w, 1.0 / f)),
+        ("d_model-e-warmup-trocados", "d_model e warmup_steps trocados", lambda s: _noam(s, w, d, f)),
     ]  # fmt: skip
 
 
@@ -82,10 +95,221 @@ ZERO_HINT = (
     "divisão por zero no passo 0: 0^-0.5 não existe. O `LambdaLR` chama a sua função com o passo 0 "
     "logo na criação; calcule com `step = max(step, 1)` (o passo 0 usa a taxa do passo 1)."
 )
+STEP0 = "a fórmula sem `max(step, 1)`: no passo 0 ela dá {} (o passo 0 conta como passo 1)"
+
+# As configurações em que um erro se confirma e os parâmetros se ajustam (d_model, warmup_steps, factor):
+# outras que as dos testes, com passos na subida, no pico e bem depois dele.
+PROBE_STEPS = [*range(0, 41), 100, 10**4, 4 * 10**4, 10**6, 4 * 10**6]
+PROBES = {
+    "base": (64, 10, 2.0, PROBE_STEPS),
+    "d_model": (256, 10, 2.0, PROBE_STEPS),
+    "factor": (64, 10, 4.0, PROBE_STEPS),
+    "warmup": (64, 40, 2.0, [*range(0, 161), *PROBE_STEPS[41:]]),
+    "warmup2": (64, 160, 2.0, [1, 2, 4, 8, *PROBE_STEPS[41:]]),
+}
+
+
+def _noam_values(c: Check, fn, steps, d: int, w: int, kwargs: dict) -> dict[int, float] | None:
+    """Os valores da resposta nos passos dados (``None`` se algum passo levanta ou não é um número)."""
+    response = c.scenario("ch06.noam_values", fn, steps=list(steps), d_model=d, warmup_steps=w, kwargs=kwargs)
+    outcomes = response.value
+    if response.error or not isinstance(outcomes, list) or len(outcomes) != len(steps):
+        return None
+    values = {}
+    for s, outcome in zip(steps, outcomes):
+        v = outcome.get("value") if isinstance(outcome, dict) and "error" not in outcome else None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return None
+        values[s] = float(v)
+    return values
+
+
+class _NoamProbes:
+    """As curvas da resposta nas configurações de :data:`PROBES`, pedidas uma vez só e quando preciso."""
+
+    def __init__(self, c: Check, fn):
+        self.c, self.fn, self.cache = c, fn, {}
+
+    def __call__(self, name: str) -> dict[int, float] | None:
+        if name not in self.cache:
+            d, w, f, steps = PROBES[name]
+            self.cache[name] = _noam_values(self.c, self.fn, steps, d, w, {"factor": f})
+        return self.cache[name]
+
+
+def _close(a: float, b: float, rel: float = 1e-6) -> bool:
+    return math.isclose(a, b, rel_tol=rel, abs_tol=0.0)
+
+
+def _ratio(a: dict, b: dict, steps) -> float | None:
+    """A razão a(s)/b(s), se é a mesma em todos os passos dados (``None`` se muda ou não existe)."""
+    if any(b[s] == 0 or a[s] == 0 for s in steps):
+        return None
+    ratios = [a[s] / b[s] for s in steps]
+    return ratios[0] if all(_close(r, ratios[0], 1e-6) for r in ratios) and ratios[0] > 0 else None
+
+
+def _exponent(x: float) -> str:
+    """Um expoente para a mensagem: −0,5; 1; −1,42."""
+    x = 0.0 if abs(x) < 1e-9 else x
+    return br(round(x, 4), ".4g").replace("-", "−")
+
+
+def _noam_finders(c: Check, probes: _NoamProbes):
+    """Os parâmetros da família de Noam ajustados à resposta, ou a propriedade que quebra.
+
+    Cada um é medido em duas configurações (ou dois pares de passos) e só é dito se as duas medidas
+    concordam: um fato sobre a resposta, nunca um palpite.
+    """
+    D, W, F = PROBES["base"][:3]
+    decay = [10**4, 10**6]  # passos bem depois do pico (e 4× eles)
+    ramp = [2, 4]  # passos na subida
+
+    def shift() -> Finding | None:
+        base, warm = probes("base"), probes("warmup")
+        for delta in (1, -1, 2, -2, 3, -3):
+            if all(
+                _close(v, _noam(s + delta, d, w, f))
+                for (d, w, f, _), values in ((PROBES["base"], base), (PROBES["warmup"], warm))
+                for s, v in values.items()
+                if s + delta >= 1 and s >= 1
+            ):
+                where = "a frente" if delta > 0 else "trás"
+                steps = "1 passo" if abs(delta) == 1 else f"{abs(delta)} passos"
+                return Finding(
+                    "parametro",
+                    "passo-deslocado",
+                    f"sua curva está deslocada {steps} para {where}: no passo s (s ≥ 1), sua taxa "
+                    f"é a do passo s {'+' if delta > 0 else '−'} {abs(delta)} (com warmup_steps = {W}, "
+                    f"seu pico está no passo {W - delta}, e não no {W}). Use `max(step, 1)` e nada mais.",
+                )
+        return None
+
+    def d_model() -> Finding | None:
+        r = _ratio(probes("d_model"), probes("base"), ramp + decay)
+        if r is None or _close(r, 0.5):
+            return None
+        a = -math.log(r) / math.log(4)
+        return Finding(
+            "parametro",
+            "expoente-d_model",
+            f"seu expoente de d_model é {_exponent(-a)}, e não −0,5: multiplicar d_model por 4 multiplicou a "
+            f"sua taxa por {br(r, '.4g')} em todos os passos, e não por 0,5.",
+        )
+
+    def factor() -> Finding | None:
+        r = _ratio(probes("factor"), probes("base"), ramp + decay)
+        if r is None or _close(r, 2.0):
+            return None
+        p = math.log(r) / math.log(2)
+        what = {0.0: " (ignorado)", -1.0: " (dividindo)"}.get(round(p, 6), "")
+        return Finding(
+            "parametro",
+            "expoente-factor",
+            f"seu `factor` entra como factor^{_exponent(p)}{what}, e não factor^1: dobrar `factor` "
+            f"multiplicou a sua taxa por {br(r, '.4g')}, e não por 2.",
+        )
+
+    def decay_exponent() -> Finding | None:
+        base = probes("base")
+        rates = [base[4 * s] / base[s] for s in decay if base[s] > 0 and base[4 * s] > 0]
+        if len(rates) < 2 or not _close(rates[0], rates[1]) or _close(rates[0], 0.5):
+            return None
+        b = -math.log(rates[0]) / math.log(4)
+        return Finding(
+            "parametro",
+            "expoente-da-queda",
+            f"depois do pico, sua taxa cai como step^({_exponent(-b)}), e não como step^(−0,5): "
+            f"multiplicar o passo por 4 multiplicou a taxa por {br(rates[0], '.4g')}, e não por 0,5.",
+        )
+
+    def warmup_exponent() -> Finding | None:
+        base, warm, warm2 = probes("base"), probes("warmup"), probes("warmup2")
+        r1, r2 = _ratio(warm, base, ramp), _ratio(warm2, warm, ramp)
+        if r1 is None or r2 is None or not _close(r1, r2) or _close(r1, 4**-1.5):
+            return None
+        c_ = -math.log(r1) / math.log(4)
+        return Finding(
+            "parametro",
+            "expoente-do-aquecimento",
+            f"na subida, warmup_steps entra com expoente {_exponent(-c_)}, e não −1,5: multiplicar "
+            f"warmup_steps por 4 multiplicou a taxa da subida por {br(r1, '.4g')}, e não por 0,125.",
+        )
+
+    def peak() -> Finding | None:
+        base, warm = probes("base"), probes("warmup")
+        top = max(range(0, 41), key=lambda s: base[s])
+        top_w = max(range(0, 161), key=lambda s: warm[s])
+        if top == W:
+            return None
+        other = f"; com warmup_steps = 40, no passo {top_w}" if top_w != 40 else ""
+        return Finding(
+            "propriedade",
+            "pico-em-warmup",
+            f"seu pico (o maior valor entre os passos 0 e 40) está no passo {top}, e não em warmup_steps = "
+            f"{W}{other}: a curva deve subir em linha reta até warmup_steps e cair depois dele.",
+        )
+
+    def ramp_linear() -> Finding | None:
+        base = probes("base")
+        r = base[4] / base[2] if base[2] > 0 else None
+        if r is None or _close(r, 2.0):
+            return None
+        return Finding(
+            "propriedade",
+            "subida-linear",
+            f"na subida, sua taxa não cresce em linha reta com o passo: do passo 2 ao 4 ela foi multiplicada "
+            f"por {br(r, '.4g')}, e não por 2 (antes de warmup_steps, lr ∝ step).",
+        )
+
+    def scale() -> Finding | None:
+        base = probes("base")
+        up = [s for s in range(1, W)]  # a subida (antes do pico)
+        down = [s for s in base if s > W]  # a queda
+        right = {s: _noam(s, D, W, F) for s in base}
+        r_up, r_down = _ratio(base, right, up), _ratio(base, right, down)
+        if r_up is not None and r_down is not None and _close(r_up, r_down) and not _close(r_up, 1.0):
+            return Finding(
+                "parametro",
+                "fator-de-escala",
+                f"sua curva tem a forma certa, mas é a certa multiplicada por {br(r_up, '.4g')} em todos os "
+                "passos (o pico vale factor·(d_model·warmup_steps)^−0,5).",
+            )
+        for ok, r, here, there, key in (
+            (r_up, r_down, "depois do pico", "na subida", "escala-da-queda"),
+            (r_down, r_up, "na subida", "depois do pico", "escala-da-subida"),
+        ):
+            if ok is not None and _close(ok, 1.0) and r is not None and not _close(r, 1.0):
+                return Finding(
+                    "parametro",
+                    key,
+                    f"{here}, sua taxa é a certa multiplicada por {br(r, '.4g')} ({there}, está certa): "
+                    "as duas partes da curva devem se encontrar no pico, factor·(d_model·warmup_steps)^−0,5.",
+                )
+        return None
+
+    def step_zero() -> Finding | None:
+        base = probes("base")
+        if _close(base[0], base[1]):
+            return None
+        return Finding(
+            "propriedade",
+            "passo-0-igual-ao-1",
+            f"no passo 0, sua taxa é {br(base[0], '.4g')}, e não a do passo 1 ({br(base[1], '.4g')}): "
+            "o passo 0 conta como passo 1; calcule com `max(step, 1)` (não `step + 1`).",
+        )
+
+    return shift, d_model, factor, decay_exponent, warmup_exponent, peak, ramp_linear, scale, step_zero
 
 
 def _expect_noam(c: Check, fn: Callable, steps, d: int, w: int, f: float | None = None) -> None:
-    """Compara ``fn`` com a fórmula no passo 0 e nos passos dados, nomeando o erro da curva toda."""
+    """Compara ``fn`` com a fórmula no passo 0 e nos passos dados, nomeando o erro da curva toda.
+
+    Um erro conhecido só é nomeado se reproduz a curva inteira deste caso e a de outra configuração
+    (:data:`PROBES`); senão, o diagnóstico é um parâmetro ajustado (o deslocamento do passo, os
+    expoentes de d_model, do `factor`, da queda e do aquecimento, a escala) ou a propriedade que
+    quebra (o pico em warmup_steps, a subida em linha reta, o passo 0 igual ao 1).
+    """
     kwargs, fv = ({}, 1.0) if f is None else ({"factor": f}, f)
     extra = "" if f is None else f", factor={f}"
     tried = f"noam_lr(0, d_model={d}, warmup_steps={w}{extra}) — o passo 0 conta como passo 1: max(step, 1)"
@@ -101,20 +325,41 @@ def _expect_noam(c: Check, fn: Callable, steps, d: int, w: int, f: float | None 
     got = {}
     for s, outcome in zip([0, *steps], outcomes):
         error = outcome.get("error") if isinstance(outcome, dict) else {}
-        c.case(tried if s == 0 else rest).raise_for(Response(error=error), ZERO_HINT if s == 0 else None)
+        if s == 0 and isinstance(error, dict) and error.get("type") == "ZeroDivisionError":
+            # Só a divisão por zero no passo 0 ganha a dica do `max(step, 1)`; outra exceção, não.
+            c.case(tried).raise_for(Response(error=error), ZERO_HINT, mistake="divisao-por-zero-no-passo-0")
+        c.case(tried if s == 0 else rest).raise_for(Response(error=error))
         got[s] = outcome.get("value")
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in got.values())
     named = [
-        (n, g)
-        for n, g in _noam_mistakes(d, w, fv)
+        (key, n, g)
+        for key, n, g in _noam_mistakes(d, w, fv)
         if numbers and all(math.isclose(v, g(s), rel_tol=1e-6) for s, v in got.items())
     ]
-    dead = "a fórmula sem `max(step, 1)`: no passo 0 ela dá {} (o passo 0 conta como passo 1)"
-    zero = [Mistake(dead.format("0 e nada se aprende no 1º passo"), 0.0), Mistake(dead.format("∞"), math.inf)]
-    for s, value in got.items():
-        what = f"`noam_lr({s}, ...)`" + (" (o pico, (d_model·warmup_steps)^-0.5)" if s == w else "")
-        mistakes = (zero if s == 0 else []) + [Mistake(n, g(s)) for n, g in named]
-        c.case(tried if s == 0 else rest).number(value, _noam(s, d, w, fv), what, rel=1e-6, mistakes=mistakes)
+    probes = _NoamProbes(c, fn)
+
+    def confirm(mistake: Mistake) -> bool:
+        """O erro reproduz também a curva de outra configuração (outros d_model, warmup_steps e factor)."""
+        pd, pw, pf, _ = PROBES["base"]
+        base = probes("base")
+        if base is None:
+            return False
+        if mistake.key in ("passo-0-zero", "passo-0-infinito"):
+            return base[0] == mistake.value
+        g = next((g for key, _, g in _noam_mistakes(pd, pw, pf) if key == mistake.key), None)
+        return g is not None and all(math.isclose(v, g(s), rel_tol=1e-6) for s, v in base.items())
+
+    zero = [
+        Mistake(STEP0.format("0 e nada se aprende no 1º passo"), 0.0, "passo-0-zero"),
+        Mistake(STEP0.format("∞"), math.inf, "passo-0-infinito"),
+    ]
+    with c.diagnosing(*_noam_finders(c, probes)):
+        for s, value in got.items():
+            what = f"`noam_lr({s}, ...)`" + (" (o pico, (d_model·warmup_steps)^-0.5)" if s == w else "")
+            mistakes = (zero if s == 0 else []) + [Mistake(n, g(s), key) for key, n, g in named]
+            c.case(tried if s == 0 else rest).number(
+                value, _noam(s, d, w, fv), what, rel=1e-6, mistakes=mistakes, confirm=confirm
+            )
 
 
 @NOAM.visible_check
@@ -263,7 +508,9 @@ def _expect_schedule(c: Check, fn, lrs, d, w, f, k_max, optimizer="SGD") -> None
         Mistake("o `factor` ignorado e a taxa base mantida", base * seq(lambda k: _noam(k, d, w))),
         Mistake("d_model e warmup_steps trocados na chamada de noam_lr", seq(lambda k: _noam(k, w, d, fv))),
     ]
-    mistakes += [Mistake(f"{label} (na sua `noam_lr`)", seq(g)) for label, g in _noam_mistakes(d, w, fv)]
+    mistakes += [
+        Mistake(f"{label} (na sua `noam_lr`)", seq(g), key) for key, label, g in _noam_mistakes(d, w, fv)
+    ]
     c.case(tried + " (linha k = taxa de cada grupo após k passos)")
     c.close(got, expected, '`group["lr"]` após k passos', mistakes, rtol=1e-6, atol=0.0)
 
