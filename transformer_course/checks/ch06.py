@@ -27,7 +27,7 @@ from .. import wire
 from ..exercises import Exercise, GradedCell
 from ..feedback import Check, CheckFailure, Finding, Mistake, describe
 from ..numbers import br
-from ..probe import Response
+from ..probe import Remote, Response
 from ..runtime import dtype_name
 from ..scenarios.ch06 import Setup
 
@@ -443,20 +443,262 @@ def _lr_table(rows) -> torch.Tensor | None:
     return torch.tensor(table, dtype=torch.float64)
 
 
-def _expect_schedule(c: Check, fn, lrs, d, w, f, k_max, optimizer="SGD") -> None:
-    """A taxa de cada grupo depois de k = 0..k_max passos é ``noam_lr(k, ...)``, em todo grupo."""
+def _sibling(fn, name: str):
+    """Outra resposta do aluno, do mesmo notebook (``noam_lr`` ao lado de ``make_warmup_scheduler``).
+
+    No juiz, pelo nome no kernel; ao estudar, pelo espaço de nomes em que a função foi definida.
+    ``None`` se não há como achá-la.
+    """
+    if isinstance(fn, Remote):
+        return Remote(name)
+    found = getattr(fn, "__globals__", {}).get(name)
+    return found if callable(found) else None
+
+
+def _schedule_mistakes(lrs, d, w, f, k_max) -> list[Mistake]:
+    """Os erros conhecidos do agendador neste caso: a tabela (K, G) que cada um daria."""
+    base = torch.tensor(lrs, dtype=torch.float64)
+
+    def seq(g):  # (K,) -> (K, G): a mesma curva em todo grupo
+        return torch.tensor([[g(k)] * len(lrs) for k in range(k_max + 1)], dtype=torch.float64)
+
+    expected = seq(lambda k: _noam(k, d, w, f))
+    set_after = base * expected  # lr = 1.0 depois do LambdaLR: vale só até o primeiro step()
+    set_after[0] = 1.0
+    mistakes = [
+        Mistake(
+            "o efeito de `lr = 1.0` posto DEPOIS de criar o `LambdaLR`: ele guarda a taxa base de cada grupo "
+            "quando é criado (`scheduler.base_lrs`), e o primeiro `scheduler.step()` volta a usar a "
+            "taxa antiga; ponha `lr = 1.0` em todo grupo ANTES de criar o agendador",
+            set_after,
+            "lr-1-depois-do-lambdalr",
+        ),
+        Mistake(
+            "a taxa base do otimizador mantida: o `LambdaLR` MULTIPLICA a taxa base pela sua "
+            "função; ponha `lr = 1.0` em todo grupo antes de criar o agendador",
+            base * expected,
+            "taxa-base-mantida",
+        ),
+        Mistake(
+            "a taxa base trocada para 1.0 só no primeiro grupo de parâmetros",
+            torch.cat([expected[:, :1], base[1:] * expected[:, 1:]], dim=1),
+            "so-o-primeiro-grupo",
+        ),
+        Mistake(
+            "a curva deslocada um passo para a frente (depois de k passos você está em k + 1; "
+            "há um `scheduler.step()` a mais ou um `step + 1`)",
+            seq(lambda k: _noam(k + 1, d, w, f)),
+            "passo-mais-1",
+        ),
+        Mistake(
+            "a curva deslocada um passo para trás (k - 1)",
+            seq(lambda k: _noam(k - 1, d, w, f)),
+            "passo-menos-1",
+        ),
+        Mistake("o `factor` ignorado", seq(lambda k: _noam(k, d, w)), "factor-ignorado"),
+        Mistake(
+            "o `factor` ignorado e a taxa base mantida",
+            base * seq(lambda k: _noam(k, d, w)),
+            "factor-ignorado-e-taxa-base-mantida",
+        ),
+        Mistake(
+            "d_model e warmup_steps trocados na chamada de noam_lr",
+            seq(lambda k: _noam(k, w, d, f)),
+            "d_model-e-warmup-trocados",
+        ),
+    ]
+    return mistakes + [
+        Mistake(f"{label} (na função que o `LambdaLR` recebeu)", seq(g), f"funcao-{key}")
+        for key, label, g in _noam_mistakes(d, w, f)
+    ]
+
+
+# O segundo caso em que um erro do agendador se confirma: outros grupos, taxas, d_model, warmup e factor.
+SECOND_SCHEDULE = dict(lrs=[0.05, 2.0], d=32, w=6, f=1.5, k_max=14)
+
+
+def _run_schedule(c: Check, fn, lrs, d, w, f, k_max, optimizer="SGD"):
+    """A resposta do roteiro ``ch06.schedule`` neste caso (sem falhar: a verificação lê a resposta)."""
     gen = c.gen(60)
     params = [torch.randn(3, generator=gen) for _ in lrs]
+    fields = dict(optimizer=optimizer, params=params, lrs=list(lrs), d_model=d, warmup_steps=w, factor=f)
+    return c.scenario("ch06.schedule", fn, k_max=k_max, **fields)
+
+
+def _second_table(c: Check, fn) -> torch.Tensor | None:
+    """A tabela de taxas da resposta no segundo caso (``None`` se algo falhou lá)."""
+    s = SECOND_SCHEDULE
+    response = _run_schedule(c, fn, s["lrs"], s["d"], s["w"], s["f"], s["k_max"])
+    data = response.value
+    if response.error or not isinstance(data, dict) or data.get("step_error") is not None:
+        return None
+    return _lr_table(data.get("rows"))
+
+
+def _upstream_noam(c: Check, fn, d, w, f, k_max, got: torch.Tensor | None, error: dict | None = None):
+    """``make_warmup_scheduler`` ← ``noam_lr``: a falha vem da ``noam_lr`` do aluno?
+
+    Só se ela existe, erra neste caso e o agendador reproduz exatamente o que ela dá (a mesma tabela
+    de taxas, ou a mesma exceção no passo 0): então "o erro está em `noam_lr`".
+    """
+
+    def find() -> Finding | None:
+        noam = _sibling(fn, "noam_lr")
+        if noam is None:
+            return None
+        kwargs = {} if f is None else {"factor": f}
+        fv = 1.0 if f is None else f
+        steps = list(range(k_max + 1))
+        if error is not None:
+            response = c.scenario(
+                "ch06.noam_values", noam, steps=[0], d_model=d, warmup_steps=w, kwargs=kwargs
+            )
+            first = response.value[0] if isinstance(response.value, list) and response.value else {}
+            theirs = first.get("error") if isinstance(first, dict) else None
+            if not (isinstance(theirs, dict) and (theirs.get("type"), theirs.get("message"))
+                    == (error.get("type"), error.get("message"))):  # fmt: skip
+                return None
+            return Finding(
+                "anterior",
+                "erro-em-noam_lr",
+                "o erro está em `noam_lr`: o `LambdaLR` chama a função com o passo 0 logo na criação, e a "
+                f"sua `noam_lr(0, {d}, {w}{', factor=' + str(f) if f is not None else ''})` levanta a mesma "
+                f"exceção ({theirs.get('type')}). Corrija a `noam_lr` (o passo 0 usa a taxa do passo 1: "
+                "`max(step, 1)`) e este teste passa a usar a versão certa.",
+            )
+        values = _noam_values(c, noam, steps, d, w, kwargs)
+        if values is None or got is None:
+            return None
+        wrong = [k for k in steps if not _close(values[k], _noam(k, d, w, fv))]
+        ours = torch.tensor([[values[k]] for k in steps], dtype=torch.float64).expand_as(got)
+        if not wrong or not torch.allclose(got, ours, rtol=1e-6, atol=0.0):
+            return None
+        k = wrong[0]
+        # O erro conhecido da `noam_lr`, se reproduz a curva dela aqui e na configuração de PROBES.
+        pd, pw, pf, psteps = PROBES["base"]
+        known = [
+            (key, name)
+            for key, name, g in _noam_mistakes(d, w, fv)
+            if all(_close(values[s], g(s)) for s in steps)
+        ]
+        probe = _noam_values(c, noam, psteps, pd, pw, {"factor": pf}) if known else None
+        again = {key: g for key, _, g in _noam_mistakes(pd, pw, pf)}
+        named = [
+            name
+            for key, name in known
+            if probe is not None and all(_close(v, again[key](s)) for s, v in probe.items())
+        ]
+        which = f" (ela coincide com {named[0]})" if named else ""
+        return Finding(
+            "anterior",
+            "erro-em-noam_lr",
+            f"o erro está em `noam_lr`: seu agendador segue exatamente a sua `noam_lr`, e ela dá "
+            f"{br(values[k], '.6g')} no passo {k}, e não {br(_noam(k, d, w, fv), '.6g')}{which}. Corrija a "
+            "`noam_lr` primeiro (o teste dela diz o que está errado).",
+        )
+
+    return find
+
+
+def _schedule_finders(c: Check, got: torch.Tensor, lrs, d, w, f, k_max):
+    """Sem erro conhecido confirmado: o deslocamento, a escala de cada grupo, o pico, a primeira taxa."""
+    base = torch.tensor(lrs, dtype=torch.float64)
+    expected = torch.tensor([[_noam(k, d, w, f)] for k in range(k_max + 1)], dtype=torch.float64)
+
+    def first_zero() -> Finding | None:
+        if not bool((got[0] == 0).all()):
+            return None
+        return Finding(
+            "propriedade",
+            "primeira-taxa-zero",
+            "antes do primeiro `scheduler.step()`, sua taxa é 0: o primeiro `optimizer.step()` não aprende "
+            "nada. O `LambdaLR` chama a função com o passo 0, que deve dar a taxa do passo 1 "
+            "(`max(step, 1)`), não 0.",
+        )
+
+    def shift() -> Finding | None:
+        for delta in (1, -1, 2, -2, 3, -3):
+            curve = torch.tensor([[_noam(k + delta, d, w, f)] for k in range(k_max + 1)], dtype=torch.float64)
+            if torch.allclose(got[1:], curve[1:].expand_as(got[1:]), rtol=1e-6, atol=0.0):
+                steps = "1 passo" if abs(delta) == 1 else f"{abs(delta)} passos"
+                return Finding(
+                    "parametro",
+                    "passo-deslocado",
+                    f"depois de k passos (k ≥ 1), sua taxa é noam_lr(k {'+' if delta > 0 else '−'} "
+                    f"{abs(delta)}), e não noam_lr(k): sua curva está deslocada {steps} (há "
+                    "`scheduler.step()` a mais ou a menos, ou o passo somado na função).",
+                )
+        return None
+
+    def group_scale() -> Finding | None:
+        ratio = got / expected
+        if not torch.allclose(ratio, ratio[:1].expand_as(ratio), rtol=1e-6, atol=0.0):
+            return None
+        m = ratio[0]
+        if torch.allclose(m, torch.ones_like(m), rtol=1e-6, atol=0.0):
+            return None
+        if torch.allclose(m, m[:1].expand_as(m), rtol=1e-6, atol=0.0):
+            return Finding(
+                "parametro",
+                "escala-da-taxa",
+                f"sua curva tem a forma certa, mas depois de k passos a taxa é noam_lr(k, ...) × "
+                f"{br(float(m[0]), '.4g')} em todo grupo: a função do `LambdaLR` deve devolver o "
+                "multiplicador noam_lr(k, ...), com a taxa base 1.0.",
+            )
+        parts = "; ".join(
+            f"grupo {g} (lr inicial {br(float(b), '.4g')}): × {br(float(x), '.4g')}"
+            for g, (b, x) in enumerate(zip(base, m))
+        )
+        return Finding(
+            "parametro",
+            "escala-por-grupo",
+            f"sua curva tem a forma certa, mas cada grupo tem a taxa multiplicada por um número ({parts}); "
+            "com a taxa base 1.0 em todo grupo, a taxa é noam_lr(k, ...) em todos.",
+        )
+
+    def peak() -> Finding | None:
+        if k_max < 2 * w or w < 2:
+            return None
+        top = int(got[:, 0].argmax())
+        if top == w:
+            return None
+        return Finding(
+            "propriedade",
+            "pico-em-warmup",
+            f"seu pico (a maior taxa entre os passos 0 e {k_max}) está no passo {top}, e não em "
+            f"warmup_steps = {w}.",
+        )
+
+    return first_zero, shift, group_scale, peak
+
+
+def _expect_schedule(c: Check, fn, lrs, d, w, f, k_max, optimizer="SGD") -> None:
+    """A taxa de cada grupo depois de k = 0..k_max passos é ``noam_lr(k, ...)``, em todo grupo.
+
+    Uma falha olha primeiro para a ``noam_lr`` do aluno (``make_warmup_scheduler`` ← ``noam_lr``);
+    depois, um erro conhecido só é nomeado se reproduz também o segundo caso
+    (:data:`SECOND_SCHEDULE`); senão, um parâmetro ajustado ou a propriedade que quebra.
+    """
     fv = 1.0 if f is None else f
     tried = (
         f"{optimizer} com {len(lrs)} grupo(s) de lr {list(lrs)}; make_warmup_scheduler(opt, "
         f"d_model={d}, warmup_steps={w}{'' if f is None else f', factor={f}'}) e {k_max} passos"
     )
-    hint = "o `LambdaLR` chama a função com o passo 0 logo na criação: use `max(step, 1)` na `noam_lr`."
     c.case(tried)
-    fields = dict(optimizer=optimizer, params=params, lrs=list(lrs), d_model=d, warmup_steps=w, factor=f)
-    response = c.scenario("ch06.schedule", fn, k_max=k_max, **fields)
-    c.raise_for(response, hint)
+    response = _run_schedule(c, fn, lrs, d, w, f, k_max, optimizer)
+    if response.error is not None:
+        try:
+            c.raise_for(response)
+        except CheckFailure as failure:
+            if response.error.get("stub"):
+                raise
+            finding = c.find(_upstream_noam(c, fn, d, w, f, k_max, None, response.error))
+            if finding is not None:
+                raise c.diagnosed(failure, finding) from None
+            if response.error.get("type") == "ZeroDivisionError":
+                hint = "o `LambdaLR` chama a função com o passo 0 logo na criação: use `max(step, 1)`."
+                c.raise_for(response, hint, mistake="divisao-por-zero-no-passo-0")
+            raise
     data = response.value
     if not (isinstance(data, dict) and {"scheduler", "wraps", "rows", "step_error"} <= set(data)):
         c.fail("A correção recebeu do lado do aluno dados fora do esquema do roteiro (sondas adulteradas?).")
@@ -466,53 +708,57 @@ def _expect_schedule(c: Check, fn, lrs, d, w, f, k_max, optimizer="SGD") -> None
         f"Esperava um `torch.optim.lr_scheduler.LambdaLR`; veio {describe(scheduler)}.",
         "o exercício pede o agendador do PyTorch (`LambdaLR(optimizer, lr_lambda)`), não uma classe "
         "própria nem uma função: é ele que o laço de treino chama com `scheduler.step()`.",
+        kind="tipo",
+        mistake="nao-e-lambdalr",
     )
-    c.expect(data["wraps"] is True, "O `LambdaLR` devolvido não envolve o otimizador recebido.")
+    c.expect(
+        data["wraps"] is True,
+        "O `LambdaLR` devolvido não envolve o otimizador recebido.",
+        kind="propriedade",
+        mistake="outro-otimizador",
+    )
     error = data["step_error"]
     if isinstance(error, dict):
         k, kind, message = error.get("k"), error.get("type"), error.get("message")
-        c.fail(f"No passo {k}, `scheduler.step()` levantou {kind}: {message}")
-    got, base = _lr_table(data["rows"]), torch.tensor(lrs, dtype=torch.float64)
+        c.fail(f"No passo {k}, `scheduler.step()` levantou {kind}: {message}", kind="excecao", exception=kind)
+    got = _lr_table(data["rows"])
     if got is None:
-        c.fail('`group["lr"]` deixou de ser um número durante os passos do agendador.')
+        c.fail('`group["lr"]` deixou de ser um número durante os passos do agendador.', kind="tipo")
+    expected = torch.tensor([[_noam(k, d, w, fv)] * len(lrs) for k in range(k_max + 1)], dtype=torch.float64)
+    second = []  # a tabela do segundo caso, pedida só quando um erro conhecido coincide aqui
 
-    def seq(g):  # (K,) -> (K, G): a mesma curva em todo grupo
-        return torch.tensor([[g(k)] * len(lrs) for k in range(k_max + 1)], dtype=torch.float64)
+    def confirm(mistake: Mistake) -> bool:
+        if not second:
+            second.append(_second_table(c, fn))
+        table, s = second[0], SECOND_SCHEDULE
+        again = next(
+            (
+                m
+                for m in _schedule_mistakes(s["lrs"], s["d"], s["w"], s["f"], s["k_max"])
+                if m.key == mistake.key
+            ),
+            None,
+        )
+        return (
+            table is not None
+            and again is not None
+            and table.shape == again.value.shape
+            and torch.allclose(table, again.value, rtol=1e-6, atol=0.0)
+        )
 
-    expected = seq(lambda k: _noam(k, d, w, fv))
-    set_after = base * expected  # lr = 1.0 depois do LambdaLR: vale só até o primeiro step()
-    set_after[0] = 1.0
-    mistakes = [
-        Mistake(
-            "o efeito de `lr = 1.0` posto DEPOIS de criar o `LambdaLR`: ele guarda a taxa base de cada grupo "
-            "quando é criado (`scheduler.base_lrs`), e o primeiro `scheduler.step()` volta a usar a "
-            "taxa antiga; ponha `lr = 1.0` em todo grupo ANTES de criar o agendador",
-            set_after,
-        ),
-        Mistake(
-            "a taxa base do otimizador mantida: o `LambdaLR` MULTIPLICA a taxa base pela sua "
-            "função; ponha `lr = 1.0` em todo grupo antes de criar o agendador",
-            base * expected,
-        ),
-        Mistake(
-            "a taxa base trocada para 1.0 só no primeiro grupo de parâmetros",
-            torch.cat([expected[:, :1], base[1:] * expected[:, 1:]], dim=1),
-        ),
-        Mistake(
-            "a curva deslocada um passo para a frente (depois de k passos você está em k + 1; "
-            "há um `scheduler.step()` a mais ou um `step + 1`)",
-            seq(lambda k: _noam(k + 1, d, w, fv)),
-        ),
-        Mistake("a curva deslocada um passo para trás (k - 1)", seq(lambda k: _noam(k - 1, d, w, fv))),
-        Mistake("o `factor` ignorado", seq(lambda k: _noam(k, d, w))),
-        Mistake("o `factor` ignorado e a taxa base mantida", base * seq(lambda k: _noam(k, d, w))),
-        Mistake("d_model e warmup_steps trocados na chamada de noam_lr", seq(lambda k: _noam(k, w, d, fv))),
-    ]
-    mistakes += [
-        Mistake(f"{label} (na sua `noam_lr`)", seq(g), key) for key, label, g in _noam_mistakes(d, w, fv)
-    ]
     c.case(tried + " (linha k = taxa de cada grupo após k passos)")
-    c.close(got, expected, '`group["lr"]` após k passos', mistakes, rtol=1e-6, atol=0.0)
+    what = '`group["lr"]` após k passos'
+    try:
+        c.close(got, expected, what, _schedule_mistakes(lrs, d, w, fv, k_max), 1e-6, 0.0, confirm)
+    except CheckFailure as failure:
+        if failure.data.get("kind") not in ("valores", "nan"):
+            raise
+        finding = c.find(_upstream_noam(c, fn, d, w, f, k_max, got))  # a `noam_lr` primeiro
+        if finding is None and not failure.data.get("mistake"):
+            finding = c.find(*_schedule_finders(c, got, lrs, d, w, fv, k_max))
+        if finding is None:
+            raise
+        raise c.diagnosed(failure, finding) from None
 
 
 @SCHED.visible_check
