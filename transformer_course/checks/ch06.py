@@ -807,7 +807,12 @@ def _loop(s: Setup, max_norm: float, variant: str = "certo") -> list:
         out = s.model(x)
         logits = out[0] if isinstance(out, tuple) else out
         loss = s.loss_fn(logits, y)
-        loss.backward()
+        if variant == "perda_vezes_tamanho":
+            (loss * len(y)).backward()
+        elif variant == "perda_dividida_por_lotes":
+            (loss / len(s.loader)).backward()
+        else:
+            loss.backward()
         if variant == "zero_grad_antes_do_step":
             s.optimizer.zero_grad()
         if variant == "corte_fixo_1":
@@ -853,6 +858,10 @@ TRAIN_MISTAKES = {
     "sem_step": "a época sem `optimizer.step()`: os parâmetros nunca mudaram",
     "sem_train": "a época em modo de avaliação: o modelo chegou em `eval()` e você não chamou "
     "`model.train()`",
+    "perda_vezes_tamanho": "o `backward()` da perda multiplicada pelo tamanho do lote (a soma das perdas "
+    "dos exemplos): a `CrossEntropyLoss` já devolve a média do lote; chame `loss.backward()` nela",
+    "perda_dividida_por_lotes": "o `backward()` da perda dividida pelo número de lotes (como numa "
+    "acumulação de gradientes): aqui cada lote dá o seu passo; chame `loss.backward()` na perda do lote",
 }
 GENERIC_HINT = "confira a ordem: zero_grad, forward, perda, backward, clip_grad_norm_, step, scheduler.step."
 
@@ -916,77 +925,142 @@ def _trace_stages(student: dict, expected: dict, dtype: torch.dtype) -> list:
     return [(label, tensor(a), tensor(e)) for label, a, e in pairs]
 
 
-def _expect_metrics(c: Check, result, batches: list, per_example: bool = False) -> None:
-    """``result`` é um dicionário de números: a perda média e acertos / total.
-
-    A perda é a média simples das perdas dos lotes no treino e a média por exemplo,
-    Σ perda_b·B_b / N, na avaliação (``per_example``).
-    """
-    keys = f" com as chaves {sorted(map(str, result))}" if isinstance(result, dict) else ""
-    c.expect(
-        isinstance(result, dict) and {"loss", "accuracy"} <= set(result),
-        f"Esperava um dicionário com as chaves 'loss' e 'accuracy'; veio {describe(result)}{keys}.",
-    )
-    for key in ("loss", "accuracy"):
-        c.expect(
-            not (isinstance(result[key], torch.Tensor) and wire.info(result[key]).requires_grad),
-            f"result['{key}'] é um tensor ligado ao grafo ({describe(result[key])}); esperava um número.",
-            "somar `loss` (e não `loss.item()`) guarda o grafo de todos os lotes na memória; use `.item()`.",
-        )
+def _metric_mistakes(batches: list, per_example: bool) -> tuple[list[Mistake], list[Mistake]]:
+    """Os erros conhecidos de ``result['loss']`` e de ``result['accuracy']`` com estes lotes."""
     losses, hits, sizes = (list(column) for column in zip(*batches))
     n, total, correct = len(batches), sum(sizes), sum(hits)
     weighted = sum(v * k for v, k in zip(losses, sizes))
     if per_example:
-        expected = weighted / total
         loss_mistakes = [
             Mistake(
                 "a média simples das perdas dos lotes; a avaliação pede a média por exemplo, "
                 "Σ perda_b·B_b / N: multiplique a perda de cada lote pelo tamanho dele, some e divida "
                 "pelo total de exemplos (na média simples, cada exemplo de um último lote menor pesa mais)",
                 sum(losses) / n,
+                "perda-media-simples",
             ),
             Mistake(
                 "a SOMA das perdas dos lotes; a avaliação pede a média por exemplo (multiplique a perda "
                 "de cada lote pelo tamanho dele, some e divida pelo total de exemplos)",
                 sum(losses),
+                "perda-soma",
             ),
-            Mistake("Σ perda_b·B_b sem dividir pelo total de exemplos N", weighted),
             Mistake(
-                "Σ perda_b·B_b dividida pelo número de lotes; divida pelo total de exemplos", weighted / n
+                "Σ perda_b·B_b sem dividir pelo total de exemplos N", weighted, "perda-sem-dividir-por-n"
             ),
-            Mistake("a perda só do último lote", losses[-1]),
+            Mistake(
+                "Σ perda_b·B_b dividida pelo número de lotes; divida pelo total de exemplos",
+                weighted / n,
+                "perda-dividida-por-lotes",
+            ),
+            Mistake("a perda só do último lote", losses[-1], "perda-do-ultimo-lote"),
             Mistake(
                 "a soma das perdas dividida pelo número de EXEMPLOS, sem multiplicar cada perda pelo "
                 "tamanho do lote",
                 sum(losses) / total,
+                "perda-soma-por-exemplos",
             ),
         ]
     else:
-        expected = sum(losses) / n
         loss_mistakes = [
             Mistake(
                 "a SOMA das perdas dos lotes; o contrato pede a média (divida pelo número de lotes)",
                 sum(losses),
+                "perda-soma",
             ),
             Mistake(
                 "a média ponderada pelo tamanho do lote; o contrato pede a média simples das perdas dos "
                 "lotes",
                 weighted / total,
+                "perda-media-ponderada",
             ),
-            Mistake("a perda só do último lote", losses[-1]),
-            Mistake("a soma das perdas dividida pelo número de EXEMPLOS", sum(losses) / total),
+            Mistake("a perda só do último lote", losses[-1], "perda-do-ultimo-lote"),
+            Mistake(
+                "a soma das perdas dividida pelo número de EXEMPLOS",
+                sum(losses) / total,
+                "perda-soma-por-exemplos",
+            ),
         ]
-    c.number(result["loss"], expected, "result['loss']", rel=1e-5, abs_tol=1e-7, mistakes=loss_mistakes)
     acc_mistakes = [
         Mistake(
             "a média das acurácias dos lotes; o contrato pede acertos / total de exemplos (com "
             "um último lote menor, as duas diferem)",
             sum(h / k for h, k in zip(hits, sizes)) / n,
+            "acuracia-media-dos-lotes",
         ),
-        Mistake("o número de acertos, sem dividir pelo total de exemplos", float(correct)),
-        Mistake("a acurácia em porcentagem; devolva uma fração entre 0 e 1", 100 * correct / total),
-        Mistake("acertos divididos pelo número de lotes", correct / n),
+        Mistake(
+            "o número de acertos, sem dividir pelo total de exemplos", float(correct), "acuracia-sem-dividir"
+        ),
+        Mistake(
+            "a acurácia em porcentagem; devolva uma fração entre 0 e 1",
+            100 * correct / total,
+            "acuracia-em-porcento",
+        ),
+        Mistake("acertos divididos pelo número de lotes", correct / n, "acuracia-por-lotes"),
     ]
+    return loss_mistakes, acc_mistakes
+
+
+def _expect_metrics(c: Check, result, batches: list, per_example: bool = False, again=None) -> None:
+    """``result`` é um dicionário de números: a perda média e acertos / total.
+
+    A perda é a média simples das perdas dos lotes no treino e a média por exemplo,
+    Σ perda_b·B_b / N, na avaliação (``per_example``). ``again()``: o resultado e os lotes de um
+    segundo caso (outros dados, outros tamanhos de lote), em que um erro conhecido tem de se repetir
+    para ser nomeado.
+    """
+    keys = f" com as chaves {sorted(map(str, result))}" if isinstance(result, dict) else ""
+    c.expect(
+        isinstance(result, dict) and {"loss", "accuracy"} <= set(result),
+        f"Esperava um dicionário com as chaves 'loss' e 'accuracy'; veio {describe(result)}{keys}.",
+        kind="tipo",
+        mistake="resultado-sem-loss-e-accuracy",
+    )
+    for key in ("loss", "accuracy"):
+        c.expect(
+            not (isinstance(result[key], torch.Tensor) and wire.info(result[key]).requires_grad),
+            f"result['{key}'] é um tensor ligado ao grafo ({describe(result[key])}); esperava um número.",
+            "somar `loss` (e não `loss.item()`) guarda o grafo de todos os lotes na memória; use `.item()`.",
+            kind="tipo",
+            mistake=f"{key}-tensor-no-grafo",
+        )
+    losses, hits, sizes = (list(column) for column in zip(*batches))
+    total, correct = sum(sizes), sum(hits)
+    expected = sum(v * k for v, k in zip(losses, sizes)) / total if per_example else sum(losses) / len(losses)
+    loss_mistakes, acc_mistakes = _metric_mistakes(batches, per_example)
+    second = []
+
+    def confirm(key: str, index: int):
+        def check(mistake: Mistake) -> bool:
+            if again is None:
+                return True
+            if not second:
+                second.append(again())
+            if second[0] is None:
+                return False
+            result2, batches2 = second[0]
+            value = result2.get(key) if isinstance(result2, dict) else None
+            twin = next(
+                (m for m in _metric_mistakes(batches2, per_example)[index] if m.key == mistake.key), None
+            )
+            return (
+                twin is not None
+                and isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isclose(value, twin.value, rel_tol=1e-5, abs_tol=1e-9)
+            )
+
+        return check
+
+    c.number(
+        result["loss"],
+        expected,
+        "result['loss']",
+        rel=1e-5,
+        abs_tol=1e-7,
+        mistakes=loss_mistakes,
+        confirm=confirm("loss", 0),
+    )
     c.number(
         result["accuracy"],
         correct / total,
@@ -994,13 +1068,194 @@ def _expect_metrics(c: Check, result, batches: list, per_example: bool = False) 
         rel=1e-6,
         abs_tol=1e-9,
         mistakes=acc_mistakes,
+        confirm=confirm("accuracy", 1),
     )
 
 
 TUPLE_HINT = "o modelo devolve uma tupla (logits, ...): use `out[0] if isinstance(out, tuple) else out`."
 
 
+def _raise_for_tuple(c: Check, response, scenario: str, fn, **fields) -> None:
+    """A exceção da resposta; com um modelo que devolve tupla, a dica da tupla só se a mesma resposta
+    roda sem exceção com um modelo que devolve só os logits (senão a exceção vem de outro lugar)."""
+    if response.error is None:
+        return
+    if fields.get("tuple_output") and not response.error.get("stub"):
+        plain = c.scenario(scenario, fn, **{**fields, "tuple_output": False})
+        if plain.error is None:
+            c.raise_for(response, TUPLE_HINT, mistake="modelo-devolve-tupla")
+    c.raise_for(response)
+
+
 # ================================================================ train_epoch
+
+
+def _second_setup(seed: int, max_norm: float, setup: dict) -> tuple[int, float, dict]:
+    """O segundo caso de uma falha: outra semente, outro recorte, outros lotes; o mesmo tipo de modelo."""
+    return seed + 97, round(max_norm * 0.5, 6), {**setup, "sizes": (5, 5, 5, 2)}
+
+
+def _train_run(c: Check, fn, seed, max_norm, setup) -> dict | None:
+    """A resposta do aluno num caso, como dados (``None`` se levantou ou veio fora do esquema)."""
+    response = c.scenario("ch06.train_epoch", fn, seed=seed, max_norm=max_norm, **setup)
+    if response.error is not None:
+        return None
+    try:
+        return _observed(c, response)
+    except CheckFailure:
+        return None
+
+
+def _confirm_variant(c: Check, fn, variant: str, seed, max_norm, setup, second: list) -> bool:
+    """O erro conhecido ``variant`` reproduz também os parâmetros finais de um segundo caso."""
+    if not second:
+        second.append(_train_run(c, fn, *_second_setup(seed, max_norm, setup)))
+    if second[0] is None:
+        return False
+    seed2, norm2, setup2 = _second_setup(seed, max_norm, setup)
+    # Os parâmetros finais do segundo caso são os do erro (o par que só o gradiente final separa já foi
+    # desempatado no primeiro caso).
+    return _same(
+        _fingerprint(second[0])["params"], _reference_run(seed2, norm2, variant, **setup2)[0]["params"]
+    )
+
+
+SCHEDULE_LR = 0.3  # a taxa base do SGD do modelo-sonda; o LambdaLR dá 1/(1 + j) depois de j passos
+
+
+def _trace_finders(student: dict, ref: dict, max_norm: float):
+    """Sem erro conhecido confirmado: o que a primeira etapa que difere mostra, medido no rastro."""
+    dtype = ref["params"].dtype
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-7, "atol": 1e-9}
+
+    def same(a, b) -> bool:
+        a, b = (torch.as_tensor(v, dtype=torch.float64) for v in (a, b))
+        return a.shape == b.shape and bool(torch.allclose(a, b, **tol))
+
+    def first() -> tuple[int, int] | None:
+        """(lote, etapa) da primeira diferença do rastro (etapas na ordem de ``STAGES``)."""
+        for k, (row, expected) in enumerate(zip(student["trace"], ref["trace"]), start=1):
+            for i, (a, e) in enumerate(zip(row, expected)):
+                if i == 0 and math.isnan(a):
+                    continue
+                if not same(a, e):
+                    return k, i
+        return None
+
+    def schedule_index(lr: float) -> int | None:
+        """O passo j do agendador-sonda cuja taxa é ``lr`` (``None`` se nenhum)."""
+        if not (isinstance(lr, float) and lr > 0 and math.isfinite(lr)):
+            return None
+        j = round(SCHEDULE_LR / lr - 1)
+        return j if j >= 0 and math.isclose(lr, SCHEDULE_LR / (1 + j), rel_tol=1e-9) else None
+
+    def stale() -> Finding | None:
+        where = first()
+        if where is None or where[1] != 1:
+            return None
+        k, norm = where[0], student["trace"][where[0] - 1][1]
+        return Finding(
+            "propriedade",
+            "gradientes-zerados-antes-do-backward",
+            f"antes do `backward()` do lote {k}, os parâmetros já tinham gradiente (norma {br(norm, '.4g')}; "
+            "o esperado é 0): zere os gradientes no começo de cada lote (`optimizer.zero_grad()`), antes do "
+            "`backward()`, senão o gradiente de um lote se soma ao do anterior.",
+        )
+
+    def clipping() -> Finding | None:
+        where = first()
+        if where is None or where[1] != 2:
+            return None
+        k = where[0]
+        norm, right = student["trace"][k - 1][2], ref["trace"][k - 1][2]
+        # Um recorte com outro limite: nos lotes em que a sua norma mudou, ela é sempre a mesma (≠ max).
+        changed = [row[2] for row, e in zip(student["trace"], ref["trace"]) if not same(row[2], e[2])]
+        limit = changed[0] if changed else math.nan
+        if (
+            len(changed) >= 2
+            and all(math.isclose(x, limit, rel_tol=1e-6) for x in changed)
+            and not math.isclose(limit, max_norm, rel_tol=1e-5)
+        ):
+            return Finding(
+                "parametro",
+                "limite-do-recorte",
+                f"seu recorte limita a norma do gradiente a {br(limit, '.4g')}, e não a max_grad_norm = "
+                f"{br(max_norm)}: passe o argumento `max_grad_norm` ao `clip_grad_norm_`.",
+            )
+        if norm > max_norm * (1 + 1e-6):
+            return Finding(
+                "propriedade",
+                "norma-recortada-no-step",
+                f"no `optimizer.step()` do lote {k}, a norma do gradiente é {br(norm, '.4g')}, acima de "
+                f"max_grad_norm = {br(max_norm)}: na hora do passo, o gradiente não estava recortado em "
+                "max_grad_norm (`clip_grad_norm_` vem depois do `backward()` e antes do "
+                "`optimizer.step()`).",
+            )
+        if math.isclose(norm, max_norm, rel_tol=1e-5) and right < max_norm * (1 - 1e-5):
+            return Finding(
+                "propriedade",
+                "gradiente-antes-do-recorte",
+                f"no `optimizer.step()` do lote {k}, seu gradiente foi recortado em max_grad_norm = "
+                f"{br(max_norm)}, e o certo nem chegava a esse limite (norma {br(right, '.4g')}): com a "
+                "perda do lote certa, o gradiente que o `backward()` deixou já era maior que o certo.",
+            )
+        return None
+
+    def learning_rate() -> Finding | None:
+        where = first()
+        if where is None or where[1] != 3:
+            return None
+        k = where[0]
+        j = schedule_index(student["trace"][k - 1][3])
+        if j is None:
+            return None
+        return Finding(
+            "parametro",
+            "taxa-do-passo",
+            f"no `optimizer.step()` do lote {k}, a taxa usada foi a do passo {j} do agendador, e não a do "
+            f"passo {k - 1}: o otimizador dá o passo com a taxa atual, e só depois `scheduler.step()` "
+            "prepara a do lote seguinte (uma vez por lote).",
+        )
+
+    def update() -> Finding | None:
+        where = first()
+        if where is None or where[1] != 4:
+            return None
+        k = where[0]
+        before = ref["trace"][k - 2][4] if k > 1 else None
+        if before is None:
+            return None
+        mine = student["trace"][k - 1][4].double() - before.double()
+        right = ref["trace"][k - 1][4].double() - before.double()
+        mask = right.abs() > 1e-12
+        if not mask.any():
+            return None
+        ratio = mine[mask] / right[mask]
+        r = float(ratio[0])
+        if not torch.allclose(ratio, torch.full_like(ratio, r), rtol=1e-6, atol=0.0) or math.isclose(r, 1.0):
+            return None
+        return Finding(
+            "parametro",
+            "tamanho-do-passo",
+            f"no lote {k}, com a perda, o gradiente e a taxa certos, o passo mudou os parâmetros "
+            f"{br(r, '.4g')} vezes o que um `optimizer.step()` mudaria.",
+        )
+
+    def final_lr() -> Finding | None:
+        if first() is not None or same(student["lr"], ref["lr"]):
+            return None
+        j = schedule_index(student["lr"])
+        n = len(ref["trace"])
+        if j is None:
+            return None
+        return Finding(
+            "parametro",
+            "taxa-no-fim",
+            f"no fim da época, o agendador está no passo {j}, e não no passo {n} (um `scheduler.step()` por "
+            "lote, depois do `optimizer.step()`).",
+        )
+
+    return stale, clipping, learning_rate, update, final_lr
 
 
 def _expect_train(c: Check, fn: Callable, seed: int, max_norm: float, **setup) -> None:
@@ -1012,9 +1267,8 @@ def _expect_train(c: Check, fn: Callable, seed: int, max_norm: float, **setup) -
         f"{'treino' if setup.get('mode') == 'train' else 'avaliação'}"
         f"{' e com gradientes velhos' if setup.get('stale_grads', True) else ''}"
     )
-    hint = TUPLE_HINT if setup.get("tuple_output") else None
     response = c.scenario("ch06.train_epoch", fn, seed=seed, max_norm=max_norm, **setup)
-    c.raise_for(response, hint)
+    _raise_for_tuple(c, response, "ch06.train_epoch", fn, seed=seed, max_norm=max_norm, **setup)
     data = _observed(c, response)
 
     # 1. O que as sondas viram: passos do otimizador e do agendador, em que ordem, e o modo do modelo.
@@ -1022,32 +1276,57 @@ def _expect_train(c: Check, fn: Callable, seed: int, max_norm: float, **setup) -
     order = [e[0] for e in events if e[0] in ("step", "sched")]
     steps, scheds = order.count("step"), order.count("sched")
     forwards = [e for e in events if e[0] == "forward"]
-    for ok, body, hint in (
+    for ok, body, key in (
         (steps > 0, "`optimizer.step()` nunca foi chamado: os parâmetros não mudaram.", "sem_step"),
-        (steps == n, f"`optimizer.step()` chamado {steps} vez(es) para {n} lotes; esperava 1 por lote.", 0),
+        (steps == n, f"`optimizer.step()` chamado {steps} vez(es) para {n} lotes; esperava 1 por lote.",
+         "um-step-por-lote"),
         (scheds > 0, "`scheduler.step()` nunca foi chamado.", "sem_agendador"),
         (scheds == n, f"`scheduler.step()` chamado {scheds} vez(es) para {n} lotes; esperava 1 por lote.",
-         "agendador_por_epoca" if scheds == 1 else 0),
+         "agendador_por_epoca" if scheds == 1 else "um-agendador-por-lote"),
         (order == ["step", "sched"] * n, f"A ordem das chamadas foi {order[:6]}...; esperava step, sched, "
-         "step, sched, ...", "agendador_antes" if order[0] == "sched" else 0),
+         "step, sched, ...", "agendador_antes" if order[0] == "sched" else "ordem-step-agendador"),
         (all(len(e) > 1 and e[1] for e in forwards), "O modelo estava em modo de avaliação durante o forward "
          "do treino.", "sem_train"),
         (len(forwards) == n, f"O modelo foi chamado {len(forwards)} vez(es) para {n} lotes; esperava uma por "
-         "lote (chame o modelo uma vez e reaproveite os logits para a perda e a acurácia).", 0),
+         "lote (chame o modelo uma vez e reaproveite os logits para a perda e a acurácia).",
+         "um-forward-por-lote"),
     ):  # fmt: skip
-        c.expect(ok, body, TRAIN_MISTAKES.get(hint))
-    # 2. O rastro, passo a passo, contra o da referência; o erro conhecido, pelos parâmetros finais.
+        kind = "valores" if key in TRAIN_MISTAKES else "propriedade"
+        c.expect(ok, body, TRAIN_MISTAKES.get(key), kind=kind, mistake=key)
+    # 2. O rastro, passo a passo, contra o da referência; o erro conhecido, pelos parâmetros finais,
+    # só se ele também reproduz um segundo caso (outra semente, outro recorte, outros lotes).
     student = _fingerprint(data)
+    second: list = []
     try:
         c.first_difference(_trace_stages(student, ref, ref["params"].dtype))
     except CheckFailure as failure:  # o núcleo não aceita um diagnóstico provável em first_difference
         runs = _mistake_runs(seed, max_norm, **setup)  # só calculadas quando o aluno erra
         variant = _diagnose_params(student, runs, max_norm)
-        data = {k: v for k, v in failure.data.items() if k not in ("exercise", "case", "id", "cause")}
-        data |= {"mistake": variant} if variant else {}
-        c.fail(str(failure).split("\n", 2)[-1], TRAIN_MISTAKES[variant] if variant else GENERIC_HINT, **data)
-    # 3. As métricas devolvidas.
-    _expect_metrics(c, data["result"], ref_out)
+        if variant and not _confirm_variant(c, fn, variant, seed, max_norm, setup, second):
+            variant = None
+        if variant:
+            found = {"mistake": variant, "cause": TRAIN_MISTAKES[variant]}
+            hint = TRAIN_MISTAKES[variant]
+        else:
+            finding = c.find(*_trace_finders(student, ref, max_norm))
+            found = {"kind": finding.kind, "mistake": finding.id} if finding else {}
+            hint = finding.cause if finding else None
+        info = {k: v for k, v in failure.data.items() if k not in ("exercise", "case", "id", "cause")}
+        body = str(failure).split("\n", 2)[-1]
+        if not variant:  # sem erro conhecido: a ordem certa, como lembrete (não é um diagnóstico)
+            body += f"\nSem um erro conhecido que reproduza o seu laço aqui e noutro caso; {GENERIC_HINT}"
+        c.fail(body, hint, **(info | found))
+
+    # 3. As métricas devolvidas (um erro conhecido se confirma nas métricas de um segundo caso).
+    def again():
+        seed2, norm2, setup2 = _second_setup(seed, max_norm, setup)
+        if not second:
+            second.append(_train_run(c, fn, seed2, norm2, setup2))
+        if second[0] is None:
+            return None
+        return second[0]["result"], _reference_run(seed2, norm2, **setup2)[1]
+
+    _expect_metrics(c, data["result"], ref_out, again=again)
 
 
 @TRAIN.visible_check
@@ -1108,38 +1387,54 @@ def _expect_eval(c: Check, fn: Callable, seed: int, mode: str, **setup) -> None:
         f"evaluate com {_describe_setup(**setup)}, CrossEntropyLoss, modelo recebido em modo de "
         f"{'treino' if mode == 'train' else 'avaliação'}"
     )
-    hint = TUPLE_HINT if setup.get("tuple_output") else None
     response = c.scenario("ch06.evaluate", fn, seed=seed, mode=mode, **setup)
-    c.raise_for(response, hint)
+    _raise_for_tuple(c, response, "ch06.evaluate", fn, seed=seed, mode=mode, **setup)
     data = _observed(c, response)
 
     events = data["events"]
     forwards, modes = [e for e in events if e[0] == "forward"], set(data["modes"])
     count = lambda kind: sum(1 for e in events if e[0] == kind)  # noqa: E731
     restore = "guarde `modo = model.training` no começo e chame `model.train(modo)` no fim"
-    for ok, body, hint in (
-        (len(forwards) > 0, "O modelo nunca foi chamado.", None),
+    for ok, body, hint, key in (
+        (len(forwards) > 0, "O modelo nunca foi chamado.", None, "modelo-chamado"),
         (not any(len(e) > 1 and e[1] for e in forwards), "O modelo estava em modo de TREINO durante a "
-         "avaliação (o dropout continuaria ligado).", "chame `model.eval()` antes do laço de avaliação."),
+         "avaliação (o dropout continuaria ligado).", "chame `model.eval()` antes do laço de avaliação.",
+         "modo-de-avaliacao"),
         (not any(len(e) > 2 and e[2] for e in forwards), "Os gradientes estavam ligados durante o forward da "
          "avaliação: o PyTorch guardou o grafo de cada lote à toa (memória e tempo).",
-         "envolva o laço em `with torch.no_grad():` (ou `torch.inference_mode()`)."),
+         "envolva o laço em `with torch.no_grad():` (ou `torch.inference_mode()`).",
+         "sem-gradientes"),
         (count("backward") == 0 and count("step") == 0,
-         "A avaliação chamou `backward()` ou `optimizer.step()`: avaliar não pode treinar.", None),
-        (_same(data["params"], before), "Os parâmetros mudaram durante a avaliação.", None),
+         "A avaliação chamou `backward()` ou `optimizer.step()`: avaliar não pode treinar.", None,
+         "sem-treino"),
+        (_same(data["params"], before), "Os parâmetros mudaram durante a avaliação.", None,
+         "parametros-intactos"),
         (_same_grads(data["grads"], grads_before), "Os gradientes dos parâmetros mudaram durante a avaliação "
-         "(houve `zero_grad` ou `backward`); a avaliação não deve mexer neles.", None),
+         "(houve `zero_grad` ou `backward`); a avaliação não deve mexer neles.", None, "gradientes-intactos"),
         (mode == "eval" or modes != {False}, "Depois da avaliação, o modelo ficou em modo de avaliação; ele "
-         "tinha chegado em modo de treino.", f"{restore}."),
+         "tinha chegado em modo de treino.", f"{restore}.", "modo-restaurado"),
         (mode == "eval" or modes == {True}, "Depois da avaliação, só parte do modelo voltou ao modo de "
          "treino.",
-         f"{restore} (atribuir `model.training = ...` muda só o módulo de fora, não os submódulos)."),
+         f"{restore} (atribuir `model.training = ...` muda só o módulo de fora, não os submódulos).",
+         "modo-restaurado-em-todo-submodulo"),
         (mode == "train" or modes == {False}, "O modelo tinha chegado em modo de avaliação e saiu em modo de "
          "treino.", "restaure o modo ANTERIOR (`model.train(modo)`, com `modo = model.training` guardado no "
-         "começo), em vez de chamar sempre `model.train()`."),
+         "começo), em vez de chamar sempre `model.train()`.", "modo-anterior-restaurado"),
     ):  # fmt: skip
-        c.expect(ok, body, hint)
-    _expect_metrics(c, data["result"], out, per_example=True)
+        c.expect(ok, body, hint, kind="propriedade", mistake=key)
+
+    def again():
+        """O resultado e os lotes de um segundo caso: outra semente e outros lotes, o mesmo modo."""
+        setup2 = {**setup, "sizes": (5, 5, 5, 2)}
+        s2 = Setup(seed + 97, mode=mode, **setup2)
+        batches2 = _reference_eval(s2)
+        response2 = c.scenario("ch06.evaluate", fn, seed=seed + 97, mode=mode, **setup2)
+        value = response2.value
+        if response2.error is not None or not isinstance(value, dict):
+            return None
+        return value.get("result"), batches2
+
+    _expect_metrics(c, data["result"], out, per_example=True, again=again)
 
 
 @EVAL.visible_check
