@@ -1291,8 +1291,7 @@ def _expect_train(c: Check, fn: Callable, seed: int, max_norm: float, **setup) -
          "lote (chame o modelo uma vez e reaproveite os logits para a perda e a acurácia).",
          "um-forward-por-lote"),
     ):  # fmt: skip
-        kind = "valores" if key in TRAIN_MISTAKES else "propriedade"
-        c.expect(ok, body, TRAIN_MISTAKES.get(key), kind=kind, mistake=key)
+        c.expect(ok, body, TRAIN_MISTAKES.get(key), kind="propriedade", mistake=key)
     # 2. O rastro, passo a passo, contra o da referência; o erro conhecido, pelos parâmetros finais,
     # só se ele também reproduz um segundo caso (outra semente, outro recorte, outros lotes).
     student = _fingerprint(data)
