@@ -96,6 +96,13 @@ FOUND = {
         "passo-0-zero",
         r"no passo 0 ela dá 0",
     ),
+    "metade da taxa no passo 0": (
+        "noam_lr",
+        _noam(lr=f"(0.5 if step == 0 else 1.0) * {RIGHT_LR}"),
+        "propriedade",
+        "passo-0-igual-ao-1",
+        r"no passo 0, sua taxa é .*, e não a do passo 1",
+    ),
     "divisão por zero no passo 0": (
         "noam_lr",
         _noam(s="step"),
@@ -159,7 +166,7 @@ FOUND = {
         _noam(lr="factor * d_model**-0.5 * min(s**-0.6, s * warmup_steps**-1.6)"),
         "parametro",
         "expoente-da-queda",
-        r"cai como step\^\(−0,6\), e não como step\^\(−0,5\)",
+        r"cai como step\^\(−0,6\), e não cai como step\^\(−0,5\)",
     ),
     "aquecimento warmup^-1,25": (
         "noam_lr",
@@ -167,6 +174,41 @@ FOUND = {
         "parametro",
         "expoente-do-aquecimento",
         r"warmup_steps entra com expoente −1,25, e não −1,5",
+    ),
+    "max(step, 2)": (
+        "noam_lr",
+        _noam(s="max(step, 2)"),
+        "parametro",
+        "passo-minimo",
+        r"trata todo passo abaixo de 2 como o passo 2",
+    ),
+    "sem o min (só a subida)": (
+        "noam_lr",
+        _noam(lr="factor * d_model**-0.5 * s * warmup_steps**-1.5"),
+        "parametro",
+        "expoente-da-queda",
+        r"sua taxa não cai: cresce como step\^\(1\)",
+    ),
+    "só a queda (sem aquecimento)": (
+        "noam_lr",
+        _noam(lr="factor * d_model**-0.5 * s**-0.5"),
+        "propriedade",
+        "pico-em-warmup",
+        r"está no passo 0, e não em warmup_steps = 10",
+    ),
+    "raiz do factor": (
+        "noam_lr",
+        _noam(lr="(factor / d_model) ** 0.5 * min(s**-0.5, s * warmup_steps**-1.5)"),
+        "parametro",
+        "expoente-factor",
+        r"factor\^0,5, e não factor\^1",
+    ),
+    "(factor·d_model)^-0,5": (
+        "noam_lr",
+        _noam(lr="(factor * d_model) ** -0.5 * min(s**-0.5, s * warmup_steps**-1.5)"),
+        "parametro",
+        "expoente-factor",
+        r"factor\^−0,5",
     ),
     "o dobro": (
         "noam_lr",
@@ -470,8 +512,13 @@ GUARDS = {
         "sem `max(step, 1)`",
         "aquecimento-menos-3-sobre-2",
     ),
-    # O passo 0 e o 1 dão a taxa do passo 2: nenhum parâmetro da família explica; nada é nomeado.
-    "max(step, 2)": ("noam_lr", _noam(s="max(step, 2)"), "deslocada", None),
+    # A curva só no começo errada (depois de 3 passos, certa): nenhum erro nem parâmetro explica.
+    "o passo 1 vale o dobro": (
+        "noam_lr",
+        _noam(lr=f"(2 if step == 1 else 1) * {RIGHT_LR}"),
+        "deslocada",
+        None,
+    ),
     # Um step a mais só com d_model = 64: não se confirma no segundo caso (d_model = 32); o que se diz é
     # o deslocamento medido aqui, não o erro conhecido.
     "step a mais só com d_model = 64": (

@@ -185,6 +185,22 @@ def _noam_finders(c: Check, probes: _NoamProbes):
                 )
         return None
 
+    def floor() -> Finding | None:
+        base, warm = probes("base"), probes("warmup")
+        for m in (2, 3):
+            if all(
+                _close(v, _noam(max(s, m), d, w, f))
+                for (d, w, f, _), values in ((PROBES["base"], base), (PROBES["warmup"], warm))
+                for s, v in values.items()
+            ):
+                return Finding(
+                    "parametro",
+                    "passo-minimo",
+                    f"sua curva trata todo passo abaixo de {m} como o passo {m} (como `max(step, {m})`): "
+                    "só o passo 0 conta como passo 1, com `max(step, 1)`.",
+                )
+        return None
+
     def d_model() -> Finding | None:
         r = _ratio(probes("d_model"), probes("base"), ramp + decay)
         if r is None or _close(r, 0.5):
@@ -216,17 +232,20 @@ def _noam_finders(c: Check, probes: _NoamProbes):
         if len(rates) < 2 or not _close(rates[0], rates[1]) or _close(rates[0], 0.5):
             return None
         b = -math.log(rates[0]) / math.log(4)
+        how = "cai" if b > 0 else ("não cai: fica constante," if _close(rates[0], 1.0) else "não cai: cresce")
         return Finding(
             "parametro",
             "expoente-da-queda",
-            f"depois do pico, sua taxa cai como step^({_exponent(-b)}), e não como step^(−0,5): "
-            f"multiplicar o passo por 4 multiplicou a taxa por {br(rates[0], '.4g')}, e não por 0,5.",
+            f"bem depois de warmup_steps, sua taxa {how} como step^({_exponent(-b)}), e não cai como "
+            f"step^(−0,5): multiplicar o passo por 4 multiplicou a taxa por {br(rates[0], '.4g')}, e não "
+            "por 0,5.",
         )
 
     def warmup_exponent() -> Finding | None:
         base, warm, warm2 = probes("base"), probes("warmup"), probes("warmup2")
+        rising = all(_close(v[4], 2 * v[2]) for v in (base, warm, warm2))  # os passos 2 e 4 estão na subida
         r1, r2 = _ratio(warm, base, ramp), _ratio(warm2, warm, ramp)
-        if r1 is None or r2 is None or not _close(r1, r2) or _close(r1, 4**-1.5):
+        if not rising or r1 is None or r2 is None or not _close(r1, r2) or _close(r1, 4**-1.5):
             return None
         c_ = -math.log(r1) / math.log(4)
         return Finding(
@@ -289,8 +308,8 @@ def _noam_finders(c: Check, probes: _NoamProbes):
         return None
 
     def step_zero() -> Finding | None:
-        base = probes("base")
-        if _close(base[0], base[1]):
+        base = probes("base")  # só o passo 0 errado: o resto da curva é o certo
+        if _close(base[0], base[1]) or not all(_close(v, _noam(s, D, W, F)) for s, v in base.items() if s):
             return None
         return Finding(
             "propriedade",
@@ -299,7 +318,7 @@ def _noam_finders(c: Check, probes: _NoamProbes):
             "o passo 0 conta como passo 1; calcule com `max(step, 1)` (não `step + 1`).",
         )
 
-    return shift, d_model, factor, decay_exponent, warmup_exponent, peak, ramp_linear, scale, step_zero
+    return shift, floor, d_model, factor, decay_exponent, warmup_exponent, peak, ramp_linear, scale, step_zero
 
 
 def _expect_noam(c: Check, fn: Callable, steps, d: int, w: int, f: float | None = None) -> None:
