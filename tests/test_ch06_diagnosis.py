@@ -427,6 +427,19 @@ FOUND = {
         "um-forward-por-lote",
         "",
     ),
+    "passo à mão, sem optimizer.step()": (
+        "train_epoch",
+        _train().replace(
+            "        optimizer.step()\n",
+            "        with torch.no_grad():\n"
+            "            for g in optimizer.param_groups:\n"
+            "                for p in g['params']:\n"
+            "                    p -= g['lr'] * p.grad\n",
+        ),
+        "propriedade",
+        "passo-sem-optimizer-step",
+        r"atualizados à mão",
+    ),
     "perda somada": (
         "train_epoch",
         _train().replace('"loss": total / n', '"loss": total'),
@@ -546,6 +559,13 @@ GUARDS = {
         "train_epoch",
         _train().replace("loss.backward()", "(loss / 2).backward()"),
         "SEM",
+        None,
+    ),
+    # O recorte pela norma L1: nenhum erro conhecido nem limite constante; só onde o rastro diverge.
+    "recorte pela norma L1": (
+        "train_epoch",
+        _train(before_step=CLIP.replace("max_grad_norm)", "max_grad_norm, norm_type=1)")),
+        "recorte",
         None,
     ),
     # A média simples só com 27 exemplos: o segundo caso (17 exemplos) não a confirma.

@@ -875,6 +875,8 @@ TRAIN_MISTAKES = {
     "agendador_por_epoca": "`scheduler.step()` uma vez por época: o agendamento de Noam conta passos "
     "de otimização, então ele vai dentro do laço, uma vez por lote",
     "sem_step": "a época sem `optimizer.step()`: os parâmetros nunca mudaram",
+    "passo-sem-optimizer-step": "os parâmetros atualizados à mão, sem `optimizer.step()`: use o passo do "
+    "otimizador (é ele que usa a taxa do agendador e o estado do otimizador)",
     "sem_train": "a época em modo de avaliação: o modelo chegou em `eval()` e você não chamou "
     "`model.train()`",
     "perda_vezes_tamanho": "o `backward()` da perda multiplicada pelo tamanho do lote (a soma das perdas "
@@ -882,6 +884,7 @@ TRAIN_MISTAKES = {
     "perda_dividida_por_lotes": "o `backward()` da perda dividida pelo número de lotes (como numa "
     "acumulação de gradientes): aqui cada lote dá o seu passo; chame `loss.backward()` na perda do lote",
 }
+LOOP_VARIANTS = tuple(k for k in TRAIN_MISTAKES if k != "passo-sem-optimizer-step")  # as que `_loop` comete
 GENERIC_HINT = "confira a ordem: zero_grad, forward, perda, backward, clip_grad_norm_, step, scheduler.step."
 
 
@@ -895,7 +898,10 @@ def _reference_run(seed, max_norm, variant="certo", **setup) -> tuple[dict, list
 
 def _mistake_runs(seed, max_norm, **setup) -> dict[str, dict]:
     """As impressões digitais de cada erro conhecido (só calculadas quando o aluno erra)."""
-    return {v: _reference_run(seed, max_norm, v, **setup)[0] for v in TRAIN_MISTAKES}
+    right = _reference_run(seed, max_norm, **setup)[0]["params"]
+    runs = {v: _reference_run(seed, max_norm, v, **setup)[0] for v in LOOP_VARIANTS}
+    # Um erro que neste caso não muda nada (o modelo já chegou em treino, nada a recortar) não é candidato.
+    return {v: fp for v, fp in runs.items() if not _same(fp["params"], right)}
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -911,7 +917,7 @@ def _diagnose_params(student: dict, runs: dict[str, dict], max_norm: float) -> s
         if variant in ("sem_corte", "corte_depois_do_step"):  # o gradiente final diz se houve recorte depois
             variant = "corte_depois_do_step" if student["grad_norm"] <= max_norm * (1 + 1e-6) else "sem_corte"
         elif variant in ("sem_agendador", "agendador_por_epoca"):
-            same_lr = math.isclose(student["lr"], runs["sem_agendador"]["lr"])
+            same_lr = "sem_agendador" in runs and math.isclose(student["lr"], runs["sem_agendador"]["lr"])
             variant = "sem_agendador" if same_lr else "agendador_por_epoca"
         elif variant in ("zero_grad_antes_do_step", "sem_step"):
             variant = "sem_step" if student["steps"] == 0 else "zero_grad_antes_do_step"
@@ -1295,8 +1301,11 @@ def _expect_train(c: Check, fn: Callable, seed: int, max_norm: float, **setup) -
     order = [e[0] for e in events if e[0] in ("step", "sched")]
     steps, scheds = order.count("step"), order.count("sched")
     forwards = [e for e in events if e[0] == "forward"]
+    still = _same(data["params"], Setup(seed, **setup).params())  # os parâmetros não mudaram?
     for ok, body, key in (
-        (steps > 0, "`optimizer.step()` nunca foi chamado: os parâmetros não mudaram.", "sem_step"),
+        (steps > 0, "`optimizer.step()` nunca foi chamado: os parâmetros não mudaram." if still else
+         "`optimizer.step()` nunca foi chamado, mas os parâmetros mudaram: o passo foi dado à mão.",
+         "sem_step" if still else "passo-sem-optimizer-step"),
         (steps == n, f"`optimizer.step()` chamado {steps} vez(es) para {n} lotes; esperava 1 por lote.",
          "um-step-por-lote"),
         (scheds > 0, "`scheduler.step()` nunca foi chamado.", "sem_agendador"),
