@@ -7,6 +7,15 @@ do ``backward()``, norma, taxa, parâmetros), comparado passo a passo com o da r
 diz em que lote e etapa ele diverge e, se os parâmetros finais coincidem com os de um erro conhecido
 (cometido de propósito numa execução à parte), qual.
 
+Diagnósticos (issue 31): um erro conhecido só é nomeado se reproduz a resposta no caso que falhou e
+num segundo caso com outros hiperparâmetros (outra configuração de Noam, outros grupos do otimizador,
+outra semente, outro recorte e outros lotes no laço). Sem erro confirmado, a mensagem diz um parâmetro
+ajustado (o deslocamento do passo, os expoentes de d_model, do ``factor``, da queda e do aquecimento, a
+escala, o limite do recorte, o passo do agendador cuja taxa foi usada) ou a propriedade que quebra (o
+pico em warmup_steps, a primeira taxa 0, gradientes zerados antes do ``backward()``...), sempre medidos
+na resposta. ``make_warmup_scheduler`` olha primeiro a ``noam_lr`` do aluno ("o erro está em
+`noam_lr`"). Toda falha leva ``kind`` e ``mistake`` (um id estável) em ``CheckFailure.data``.
+
 A resposta do aluno roda do lado do aluno, num roteiro (:mod:`transformer_course.scenarios.ch06`)
 que monta o modelo-sonda, os dados, o SGD e o ``LambdaLR`` a partir de uma semente e devolve só o
 que as sondas viram. Aqui, do lado do juiz, o mesmo :class:`~transformer_course.scenarios.ch06.Setup`
