@@ -210,6 +210,20 @@ FOUND = {
         "expoente-factor",
         r"factor\^−0,5",
     ),
+    "factor só na queda": (
+        "noam_lr",
+        _noam(lr="d_model**-0.5 * min(factor * s**-0.5, s * warmup_steps**-1.5)"),
+        "propriedade",
+        "factor-na-curva-toda",
+        r"`factor` não multiplica a curva toda: dobrar `factor` multiplicou a sua taxa por 1 na subida",
+    ),
+    "d_model só na subida": (
+        "noam_lr",
+        _noam(lr="factor * min(s**-0.5, d_model**-0.5 * s * warmup_steps**-1.5)"),
+        "propriedade",
+        "d_model-na-curva-toda",
+        r"`d_model` não multiplica a curva toda",
+    ),
     "o dobro": (
         "noam_lr",
         _noam(lr=f"2 * {RIGHT_LR}"),

@@ -222,6 +222,24 @@ def _noam_finders(c: Check, probes: _NoamProbes):
             f"sua taxa por {br(r, '.4g')} em todos os passos, e não por 0,5.",
         )
 
+    def whole_curve() -> Finding | None:
+        """``d_model`` ou ``factor`` que multiplicam só uma das partes da curva (a subida ou a queda)."""
+        for name, what, right in (
+            ("d_model", "multiplicar d_model por 4", 0.5),
+            ("factor", "dobrar `factor`", 2.0),
+        ):
+            up, down = _ratio(probes(name), probes("base"), ramp), _ratio(probes(name), probes("base"), decay)
+            if up is None or down is None or _close(up, down):
+                continue
+            return Finding(
+                "propriedade",
+                f"{name}-na-curva-toda",
+                f"`{name}` não multiplica a curva toda: {what} multiplicou a sua taxa por {br(up, '.4g')} "
+                f"na subida e por {br(down, '.4g')} bem depois do pico (deveria ser {br(right)} nas duas "
+                "partes).",
+            )
+        return None
+
     def factor() -> Finding | None:
         r = _ratio(probes("factor"), probes("base"), ramp + decay)
         if r is None or _close(r, 2.0):
@@ -327,7 +345,19 @@ def _noam_finders(c: Check, probes: _NoamProbes):
             "o passo 0 conta como passo 1; calcule com `max(step, 1)` (não `step + 1`).",
         )
 
-    return shift, floor, d_model, factor, decay_exponent, warmup_exponent, peak, ramp_linear, scale, step_zero
+    return (
+        shift,
+        floor,
+        d_model,
+        factor,
+        whole_curve,
+        decay_exponent,
+        warmup_exponent,
+        peak,
+        ramp_linear,
+        scale,
+        step_zero,
+    )
 
 
 def _expect_noam(c: Check, fn: Callable, steps, d: int, w: int, f: float | None = None) -> None:
