@@ -253,6 +253,14 @@ FOUND = {
         "erro-em-noam_lr",
         r"o erro está em `noam_lr`",
     ),
+    "noam_lr em dobro e a taxa base mantida": (
+        "make_warmup_scheduler",
+        _sched(noam=_noam(lr=f"2 * {RIGHT_LR}"), before="pass"),
+        "anterior",
+        "erro-em-noam_lr",
+        r"o erro está em `noam_lr`: seu agendador segue a sua `noam_lr`.*além disso, a taxa base "
+        r"do otimizador foi mantida",
+    ),
     "noam_lr sem max, o LambdaLR levanta na criação": (
         "make_warmup_scheduler",
         _sched(noam=_noam(s="step")),

@@ -593,11 +593,12 @@ def _second_table(c: Check, fn) -> torch.Tensor | None:
     return _lr_table(data.get("rows"))
 
 
-def _upstream_noam(c: Check, fn, d, w, f, k_max, got: torch.Tensor | None, error: dict | None = None):
+def _upstream_noam(c: Check, fn, d, w, f, k_max, got: torch.Tensor | None, error: dict | None = None, lrs=()):
     """``make_warmup_scheduler`` ← ``noam_lr``: a falha vem da ``noam_lr`` do aluno?
 
-    Só se ela existe, erra neste caso e o agendador reproduz exatamente o que ela dá (a mesma tabela
-    de taxas, ou a mesma exceção no passo 0): então "o erro está em `noam_lr`".
+    Só se ela existe, erra neste caso e o agendador reproduz o que ela dá (a mesma curva em todo grupo,
+    a menos de uma constante por grupo, dita à parte, ou a mesma exceção no passo 0): então "o erro está
+    em `noam_lr`".
     """
 
     def find() -> Finding | None:
@@ -629,8 +630,21 @@ def _upstream_noam(c: Check, fn, d, w, f, k_max, got: torch.Tensor | None, error
             return None
         wrong = [k for k in steps if not _close(values[k], _noam(k, d, w, fv))]
         ours = torch.tensor([[values[k]] for k in steps], dtype=torch.float64).expand_as(got)
-        if not wrong or not torch.allclose(got, ours, rtol=1e-6, atol=0.0):
+        if not wrong or not bool((ours != 0).all()):
             return None
+        ratio = got / ours  # 1 em tudo: o agendador é a `noam_lr`; uma constante por grupo: a taxa base
+        if not torch.allclose(ratio, ratio[:1].expand_as(ratio), rtol=1e-6, atol=0.0):
+            return None
+        m, base = ratio[0], torch.tensor(lrs, dtype=torch.float64)
+        also = ""
+        if not torch.allclose(m, torch.ones_like(m), rtol=1e-6, atol=0.0):
+            also = (
+                "; além disso, a taxa base do otimizador foi mantida (o `LambdaLR` multiplica a taxa base de "
+                "cada grupo pela função: ponha `lr = 1.0` em todo grupo antes de criá-lo)"
+                if m.shape == base.shape and torch.allclose(m, base, rtol=1e-6, atol=0.0)
+                else "; além disso, a taxa de cada grupo é a da sua `noam_lr` multiplicada por "
+                + ", ".join(br(float(x), ".4g") for x in m)
+            )
         k = wrong[0]
         # O erro conhecido da `noam_lr`, se reproduz a curva dela aqui e na configuração de PROBES.
         pd, pw, pf, psteps = PROBES["base"]
@@ -650,9 +664,10 @@ def _upstream_noam(c: Check, fn, d, w, f, k_max, got: torch.Tensor | None, error
         return Finding(
             "anterior",
             "erro-em-noam_lr",
-            f"o erro está em `noam_lr`: seu agendador segue exatamente a sua `noam_lr`, e ela dá "
-            f"{br(values[k], '.6g')} no passo {k}, e não {br(_noam(k, d, w, fv), '.6g')}{which}. Corrija a "
-            "`noam_lr` primeiro (o teste dela diz o que está errado).",
+            f"o erro está em `noam_lr`: seu agendador segue {'' if also else 'exatamente '}a sua `noam_lr`, "
+            "e ela dá "
+            f"{br(values[k], '.6g')} no passo {k}, e não {br(_noam(k, d, w, fv), '.6g')}{which}{also}. "
+            "Corrija a `noam_lr` primeiro (o teste dela diz o que está errado).",
         )
 
     return find
@@ -811,7 +826,7 @@ def _expect_schedule(c: Check, fn, lrs, d, w, f, k_max, optimizer="SGD") -> None
     except CheckFailure as failure:
         if failure.data.get("kind") not in ("valores", "nan"):
             raise
-        finding = c.find(_upstream_noam(c, fn, d, w, f, k_max, got))  # a `noam_lr` primeiro
+        finding = c.find(_upstream_noam(c, fn, d, w, f, k_max, got, lrs=lrs))  # a `noam_lr` primeiro
         if finding is None and not failure.data.get("mistake"):
             finding = c.find(*_schedule_finders(c, got, lrs, d, w, fv, k_max))
         if finding is None:
