@@ -798,3 +798,29 @@ def test_the_judge_gives_the_same_diagnosis(kernel, name):
     assert verdict.status == "falhou" and verdict.points == 0, verdict.message
     assert _without_line(verdict.message) == _without_line(str(local))
     assert verdict.diagnosis["id"] == f"{exercise}/{kind}/{key}" == local.data["id"]
+
+
+def test_tuple_hint_only_when_the_tuple_is_the_cause():
+    """Uma exceção no caso do modelo que devolve tupla só ouve "use out[0]" se a mesma resposta roda com
+    um modelo que devolve só os logits; a exceção que vem de outro lugar sai sem essa dica."""
+    crash = _define(_train(train='raise ValueError("outro problema")'), "train_epoch")
+    with judging(LocalStudent(), OFFSET, []), pytest.raises(CheckFailure) as info:
+        EXERCISES["train_epoch"].hidden(crash)
+    assert "tupla" not in str(info.value) and "mistake" not in info.value.data, str(info.value)
+    no_tuple = _define(_train(logits="out"), "train_epoch")
+    with judging(LocalStudent(), OFFSET, []), pytest.raises(CheckFailure) as info:
+        EXERCISES["train_epoch"].hidden(no_tuple)
+    assert info.value.data["id"] == "train_epoch/excecao/modelo-devolve-tupla", str(info.value)
+
+
+@pytest.mark.parametrize("name", ["função própria errada", "sem zero_grad só com max_grad_norm = 0,5"])
+def test_the_judge_never_names_what_the_local_check_does_not(kernel, name):
+    """As guardas também no juiz: a mesma falha, sem o erro que não se confirma (nem a `noam_lr` certa)."""
+    exercise, code, wrong, right = GUARDS[name]
+    grade_id, local = _first_failure(EXERCISES[exercise], _define(code, exercise))
+    kernel.run(code)
+    verdict = judge_cell(CHAPTER, grade_id, kernel.student(), OFFSET)
+    assert verdict.status == "falhou" and verdict.points == 0, verdict.message
+    assert _without_line(verdict.message) == _without_line(str(local))
+    assert wrong not in verdict.message
+    assert verdict.diagnosis["id"] == local.data["id"] == f"{exercise}/{local.data['kind']}/{right}"
