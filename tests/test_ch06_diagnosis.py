@@ -462,6 +462,13 @@ FOUND = {
         "passo-sem-optimizer-step",
         r"atualizados à mão",
     ),
+    "só o forward, sem passo nem agendador": (
+        "train_epoch",
+        _train(zero="pass", before_step="pass", after_step="pass").replace("        optimizer.step()\n", ""),
+        "propriedade",
+        "sem_step",
+        r"sem `optimizer.step\(\)`",
+    ),
     "perda somada": (
         "train_epoch",
         _train().replace('"loss": total / n', '"loss": total'),

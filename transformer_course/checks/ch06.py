@@ -1366,7 +1366,7 @@ def _expect_train(c: Check, fn: Callable, seed: int, max_norm: float, **setup) -
         (scheds == n, f"`scheduler.step()` chamado {scheds} vez(es) para {n} lotes; esperava 1 por lote.",
          "agendador_por_epoca" if scheds == 1 else "um-agendador-por-lote"),
         (order == ["step", "sched"] * n, f"A ordem das chamadas foi {order[:6]}...; esperava step, sched, "
-         "step, sched, ...", "agendador_antes" if order[0] == "sched" else "ordem-step-agendador"),
+         "step, sched, ...", "agendador_antes" if order[:1] == ["sched"] else "ordem-step-agendador"),
         (all(len(e) > 1 and e[1] for e in forwards), "O modelo estava em modo de avaliação durante o forward "
          "do treino.", "sem_train"),
         (len(forwards) == n, f"O modelo foi chamado {len(forwards)} vez(es) para {n} lotes; esperava uma por "
