@@ -333,6 +333,13 @@ FOUND = {
         "escala-por-grupo",
         r"grupo 0 \(lr inicial 0,001\): × 1; grupo 1 \(lr inicial 0,05\): × 50",
     ),
+    "a função ignora o passo": (
+        "make_warmup_scheduler",
+        _sched(fn="noam_lr(warmup_steps, d_model, warmup_steps, factor)"),
+        "propriedade",
+        "taxa-constante",
+        r"sua taxa não muda com os passos \(fica em 0,0559 do passo 0 ao 12\)",
+    ),
     "a função, não o agendador": (
         "make_warmup_scheduler",
         _noam() + "\ndef make_warmup_scheduler(optimizer, d_model, warmup_steps, factor=1.0):\n"

@@ -729,6 +729,16 @@ def _schedule_finders(c: Check, got: torch.Tensor, lrs, d, w, f, k_max):
             "com a taxa base 1.0 em todo grupo, a taxa é noam_lr(k, ...) em todos.",
         )
 
+    def constant() -> Finding | None:
+        if not torch.allclose(got, got[:1].expand_as(got), rtol=1e-9, atol=0.0):
+            return None
+        return Finding(
+            "propriedade",
+            "taxa-constante",
+            f"sua taxa não muda com os passos (fica em {br(float(got[0, 0]), '.4g')} do passo 0 ao {k_max}): "
+            "a função do `LambdaLR` recebe o número de passos e deve devolver noam_lr desse passo.",
+        )
+
     def peak() -> Finding | None:
         if k_max < 2 * w or w < 2:
             return None
@@ -742,7 +752,7 @@ def _schedule_finders(c: Check, got: torch.Tensor, lrs, d, w, f, k_max):
             f"warmup_steps = {w}.",
         )
 
-    return first_zero, shift, group_scale, peak
+    return first_zero, shift, group_scale, constant, peak
 
 
 def _expect_schedule(c: Check, fn, lrs, d, w, f, k_max, optimizer="SGD") -> None:
