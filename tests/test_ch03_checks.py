@@ -148,7 +148,7 @@ def test_merge_correct_variants_pass(fn, capsys):
     ("fn", "words"),
     [
         (merge_no_transpose, "sem `transpose`"),
-        (merge_view_after_transpose, "contíguo|contígua"),
+        (merge_view_after_transpose, "dois eixos que um `transpose` separou"),
         (merge_interleaved, "cabeças intercaladas"),
         (merge_mean, "média das cabeças"),
         (lambda x: (_ for _ in ()).throw(NotImplementedError()), "não implementado"),
