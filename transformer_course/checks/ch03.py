@@ -66,9 +66,10 @@ HINTS = {
 def _checked(c: Check, response, hint: str | None = None):
     """``c.raise_for`` que reconhece o erro clássico de `view` depois de um `transpose`."""
     error = response.error or {}
+    data = {}
     if "view size is not compatible" in str(error.get("message", "")):
-        hint = HINTS["view"]
-    c.raise_for(response, hint)
+        hint, data = HINTS["view"], {"mistake": "view-depois-de-transpose"}
+    c.raise_for(response, hint, **data)
     return response
 
 
@@ -101,10 +102,10 @@ def _gradient(c: Check, fn: Callable, tried: str, x: torch.Tensor, args: tuple, 
     response = c.run(fn, (x, *args), grad={"loss": {"kind": "dot", "weights": weights}})
     if response.error is not None:  # a chamada falhou, ou a perda não pôde ser derivada: por quê?
         out = _call(c, fn, x, *args)
-        c.expect(_on_graph(out), HINTS["graph"])
+        c.expect(_on_graph(out), HINTS["graph"], kind="propriedade", mistake="fora-do-grafo")
         c.shape(out, shape)
         c.raise_for(response)
-    c.expect(_on_graph(response.value), HINTS["graph"])
+    c.expect(_on_graph(response.value), HINTS["graph"], kind="propriedade", mistake="fora-do-grafo")
     c.close((response.grads or [None])[0], oracle(weights), "o gradiente em `x`")
 
 
@@ -512,7 +513,7 @@ def _run(c: Check, module, query, key, value, mask, hint=None, seed=None) -> dic
         response = _checked(c, c.run(module, (query, key, value, mask), capture=CAPTURE, seed=seed), hint)
     result = response.value
     body = f"Esperava uma tupla (output, weights); veio {describe(result)}."
-    c.expect(isinstance(result, tuple) and len(result) == 2, body)
+    c.expect(isinstance(result, tuple) and len(result) == 2, body, kind="tipo", mistake="nao-e-tupla")
     seen = {HOOKED[name]: value for name, value in response.captured.items() if name in HOOKED}
     return {**seen, "output": result[0], "weights": result[1]}
 
@@ -546,25 +547,35 @@ def _build(c: Check, cls, D: int, H: int, bias: bool = True, dropout: float = 0.
     Devolve (a referência ao módulo, a descrição).
     """
     module = _checked(c, c.run(cls, (D, H), {"dropout": dropout, "bias": bias}, keep=True)).value
-    c.expect(is_module(module), f"Esperava um `nn.Module`; veio {describe(module)}.", HINTS["module"])
+    body = f"Esperava um `nn.Module`; veio {describe(module)}."
+    c.expect(is_module(module), body, HINTS["module"], kind="estrutura", mistake="nao-e-modulo")
     desc = c.describe(module, attrs=list(HOOKED))
     for attr in HOOKED:
         lin = part(c, module, desc, attr)
         body = f"O atributo `{attr}` deveria ser um `nn.Linear`; encontrei {shown(lin)}."
-        c.expect(is_a(lin, LINEAR), body, HINTS["linear"])
+        c.expect(is_a(lin, LINEAR), body, HINTS["linear"], kind="estrutura", mistake=f"{attr}-nao-e-linear")
         shape = (lin["in_features"], lin["out_features"])
         c.expect(
-            shape == (D, D), f"`{attr}` é nn.Linear{shape}; esperado nn.Linear({D}, {D}).", HINTS["width"]
+            shape == (D, D),
+            f"`{attr}` é nn.Linear{shape}; esperado nn.Linear({D}, {D}).",
+            HINTS["width"],
+            kind="estrutura",
+            mistake=f"{attr}-largura",
         )
         body = f"`{attr}` {'não ' if bias else ''}deveria ter viés (bias={bias})."
-        c.expect(lin["bias"] == bias, body, HINTS["bias"])
+        c.expect(lin["bias"] == bias, body, HINTS["bias"], kind="estrutura", mistake=f"{attr}-vies")
     torch_mha = qualname(nn.MultiheadAttention)
     torch_inside = any(torch_mha in m.get("mro", []) for m in desc.get("modules", {}).values())
-    c.expect(not torch_inside, "Seu módulo contém um `nn.MultiheadAttention` do PyTorch.", HINTS["torch"])
+    body = "Seu módulo contém um `nn.MultiheadAttention` do PyTorch."
+    c.expect(not torch_inside, body, HINTS["torch"], kind="atalho", mistake="nn-multiheadattention")
     n_params, n_expected = desc.get("n_params"), 4 * D * D + (4 * D if bias else 0)
     body = f"O módulo tem {n_params} parâmetros; esperado 4·d_model² {'+ 4·d_model ' if bias else ''}"
     c.expect(
-        n_params == n_expected, f"{body}= {n_expected} (as quatro projeções e nada mais).", HINTS["extra"]
+        n_params == n_expected,
+        f"{body}= {n_expected} (as quatro projeções e nada mais).",
+        HINTS["extra"],
+        kind="estrutura",
+        mistake="parametros-a-mais",
     )
     return module, desc
 
@@ -877,11 +888,13 @@ def _check_train_dropout(c: Check, cls, gen) -> None:
     seen = _run(c, module, q, kv, kv, None, seed=seed)  # do lado do aluno, o mesmo estado do gerador
     w, output, merged = seen["weights"], seen["output"], seen.get("merged")
     like = isinstance(w, torch.Tensor) and w.shape == calm["weights"].shape
+    like = like and bool((w == 0).any()) and bool((w != 0).any())  # zeros e o resto: um sorteio de verdade
     dropped = Mistake(MISTAKES["dropped"], torch.where(w == 0, 0.0, 2 * calm["weights"]) if like else None)
     c.first_difference(_stages(seen, calm, ("q", "k", "v", "weights")), [dropped])
     c.shape(output, calm["output"].shape, "`output`")
     body = "Em modo de treino, com dropout=0.5, a saída saiu igual à do modo de avaliação."
-    c.expect(not torch.allclose(output.detach().double(), calm["output"]), body, HINTS["not_applied"])
+    same = torch.allclose(output.detach().double(), calm["output"])
+    c.expect(not same, body, HINTS["not_applied"], kind="propriedade", mistake="dropout-nao-aplicado")
     # o dropout nos pesos sorteado em outra ordem (cabeça por cabeça, outro layout) também vale
     elsewhere = isinstance(merged, torch.Tensor) and merged.shape == expected["merged"].shape
     elsewhere = elsewhere and merged.dtype == expected["merged"].dtype
@@ -941,9 +954,10 @@ def _check_gradients(c: Check, cls, gen) -> None:
     grad = {"loss": {"kind": "sum_sq", "path": [0]}, "params": names}
     response = c.run(module, (qs, kvs, kvs, mask), grad=grad)
     if response.error is not None:  # a chamada falhou, ou a saída não está no grafo: por quê?
-        c.expect(_on_graph(_call(c, module, qs, kvs, kvs, mask)), HINTS["graph"])
+        graph = _on_graph(_call(c, module, qs, kvs, kvs, mask))
+        c.expect(graph, HINTS["graph"], kind="propriedade", mistake="fora-do-grafo")
         c.raise_for(response)
-    c.expect(_on_graph(response.value), HINTS["graph"])
+    c.expect(_on_graph(response.value), HINTS["graph"], kind="propriedade", mistake="fora-do-grafo")
     ref_out, _ = torch_mha(qo, kvo, kvo, attn_mask=interop.to_mha_attn_mask(mask), need_weights=False)
     ref_out.pow(2).sum().backward()
     theirs = (*torch_mha.in_proj_weight.grad.chunk(3), torch_mha.out_proj.weight.grad)
@@ -951,7 +965,12 @@ def _check_gradients(c: Check, cls, gen) -> None:
     pairs = [("query", grads[0], qo.grad), ("key/value", grads[1], kvo.grad)]
     pairs += [(name, param_grads.get(name), g) for name, g in zip(names, theirs)]
     for label, mine, ref in pairs:
-        c.expect(mine is not None, f"Nenhum gradiente chegou a `{label}`.")
+        c.expect(
+            mine is not None,
+            f"Nenhum gradiente chegou a `{label}`.",
+            kind="propriedade",
+            mistake="sem-gradiente",
+        )
         c.close(mine, ref, f"o gradiente em `{label}`")
 
 

@@ -465,6 +465,8 @@ def _build(c, cls, *args, **kwargs):
     c.expect(
         is_module(module),
         f"`{c.name}(...)` deveria criar um `nn.Module`; criou {describe(module)}.",
+        kind="estrutura",
+        mistake="nao-e-modulo",
     )
     return module
 
@@ -476,11 +478,15 @@ def _linear_ok(c, module, desc, path, d_in, d_out, owner):
         is_a(lin, LINEAR),
         f"`{owner}.{attr}` deveria ser um `nn.Linear`; encontrei {shown(lin)}.",
         "crie o atributo com esse nome exato no `__init__` (a correção copia pesos por ele).",
+        kind="estrutura",
+        mistake=f"{path}-nao-e-linear",
     )
     c.expect(
         (lin["in_features"], lin["out_features"]) == (d_in, d_out) and lin["bias"],
         f"`{owner}.{attr}` deveria ser `nn.Linear({d_in}, {d_out})` com viés; é "
         f"`nn.Linear({lin['in_features']}, {lin['out_features']}, bias={lin['bias']})`.",
+        kind="estrutura",
+        mistake=f"{path}-largura",
     )
 
 
@@ -514,6 +520,8 @@ def _attrs_ok(c, layer, D, Fd, dec, desc=None) -> dict:
             f"`{name}.{attr}` deveria ser uma `MultiHeadAttention` do capítulo 3 (com `W_Q`, `W_K`, `W_V`, "
             f"`W_O`); encontrei {_kind(mha)}.",
             "use `MultiHeadAttention(d_model, n_heads, dropout)` de `transformer_course.multihead`.",
+            kind="estrutura",
+            mistake=f"{attr}-nao-e-mha",
         )
         for w in projections:
             _linear_ok(c, layer, desc, w, D, D, f"{name}.{attr}")
@@ -521,6 +529,8 @@ def _attrs_ok(c, layer, D, Fd, dec, desc=None) -> dict:
     c.expect(
         is_a(ffn, MODULE),
         f"`{name}.ffn` deveria ser a sua `FeedForward`; encontrei {shown(ffn)}.",
+        kind="estrutura",
+        mistake="ffn-ausente",
     )
     _linear_ok(c, layer, desc, "ffn.linear1", D, Fd, f"{name}.ffn")
     _linear_ok(c, layer, desc, "ffn.linear2", Fd, D, f"{name}.ffn")
@@ -529,6 +539,8 @@ def _attrs_ok(c, layer, D, Fd, dec, desc=None) -> dict:
         c.expect(
             is_a(norm, LAYER_NORM) and tuple(norm.get("normalized_shape") or ()) == (D,),
             f"`{attr}` deveria ser `nn.LayerNorm({D})`; encontrei {_kind(norm)}.",
+            kind="estrutura",
+            mistake=f"{attr}-nao-e-layernorm",
         )
     return desc
 
@@ -638,11 +650,17 @@ def check_feed_forward_hidden(cls) -> None:
             ffn, (x.clone().requires_grad_(),), grad={"loss": {"kind": "sum_sq"}, "params": "all"}
         )
         if response.error is not None:  # a chamada falhou, ou a saída não está no grafo: por quê?
-            c.expect(_on_graph(c.call(ffn, x.clone().requires_grad_())), GRAPH)
+            c.expect(
+                _on_graph(c.call(ffn, x.clone().requires_grad_())),
+                GRAPH,
+                kind="propriedade",
+                mistake="fora-do-grafo",
+            )
             c.raise_for(response)
-        c.expect(_on_graph(response.value), GRAPH)
+        c.expect(_on_graph(response.value), GRAPH, kind="propriedade", mistake="fora-do-grafo")
         missing = [name for name, g in (response.param_grads or {}).items() if g is None]
-        c.expect(not missing, f"Estes parâmetros não receberam gradiente: {missing}.")
+        body = f"Estes parâmetros não receberam gradiente: {missing}."
+        c.expect(not missing, body, kind="propriedade", mistake="parametro-sem-gradiente")
 
 
 # ---------------------------------------------------------------- EncoderLayer e DecoderLayer
@@ -729,6 +747,8 @@ def _run_layer(
     c.expect(
         isinstance(result, tuple) and len(result) == (3 if dec else 2),
         f"Esperava uma tupla {wanted}; veio {describe(result)}.",
+        kind="tipo",
+        mistake="nao-e-tupla",
     )
     cache = []
 
@@ -753,7 +773,8 @@ def _run_layer(
         swapped = [_known(SWAPPED_WEIGHTS, other)] if dec else []
         _compare(c, result[i], exp, what, lambda i=i, swapped=swapped: mistakes(i) + swapped, confirm=confirm)
     if grad:
-        c.expect(_on_graph(out), "A saída não está ligada ao grafo de gradientes.")
+        body = "A saída não está ligada ao grafo de gradientes."
+        c.expect(_on_graph(out), body, kind="propriedade", mistake="fora-do-grafo")
         c.raise_for(backward, MASK_HINT[dec])  # a saída estava no grafo, e mesmo assim o backward falhou
         expected.pow(2).sum().backward()
         grads = backward.grads or [None, None]
@@ -763,6 +784,8 @@ def _run_layer(
                 grads[1] is not None,
                 "Nenhum gradiente chegou a `memory`.",
                 "a atenção cruzada precisa usar `memory` como K e V (e sem `.detach()`).",
+                kind="propriedade",
+                mistake="sem-gradiente-na-memoria",
             )
             c.close(grads[1], theirs[1].grad, "o gradiente em `memory`")
         missing = [name for name, g in (backward.param_grads or {}).items() if g is None]
@@ -770,6 +793,8 @@ def _run_layer(
             not missing,
             f"Estes parâmetros não receberam gradiente: {missing}.",
             "há uma subcamada ou LayerNorm criada no `__init__` e nunca usada no `forward`.",
+            kind="propriedade",
+            mistake="parametro-sem-gradiente",
         )
 
 
@@ -813,7 +838,9 @@ def _eval_and_builtins(c, cls, dec):
     modules = desc.get("modules", {}).values()
     inner = sorted({short_type(m) for m in modules if builtins & set(m.get("mro", []))})
     why = "o exercício pede que você monte a camada com a `MultiHeadAttention` do curso."
-    c.expect(not inner, f"Sua camada contém {inner} do PyTorch.", why)
+    c.expect(
+        not inner, f"Sua camada contém {inner} do PyTorch.", why, kind="atalho", mistake="modulo-do-pytorch"
+    )
     body = "Sua camada chama `multi_head_attention_forward` do PyTorch."
     c.forbid(["torch.nn.functional.multi_head_attention_forward"], layer, *args, body=body, hint=why)
     _attrs_ok(c, layer, 8, 16, dec, desc)
@@ -830,6 +857,8 @@ def _eval_and_builtins(c, cls, dec):
         and torch.equal(out, again),
         "Em modo eval, duas chamadas iguais deram saídas diferentes.",
         "dropout ativo em modo eval: use `nn.Dropout` ou `F.dropout(..., training=self.training)`.",
+        kind="propriedade",
+        mistake="dropout-em-eval",
     )
     found = []
 
