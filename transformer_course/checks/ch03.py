@@ -401,6 +401,8 @@ def _variant(p, query, key, value, mask, H, *, weights=None, mistake=None):
     if weights is None:
         scale = {"scale_d_model": 1 / math.sqrt(D), "scale_d_k": 1 / d_k, "no_scale": 1.0}.get(mistake)
         scores = sep(q) @ sep(k).transpose(-2, -1) * (scale or 1 / math.sqrt(d_k))
+        if mistake == "scores_transposed":  # K·Qᵀ no lugar de Q·Kᵀ (só roda com Tq = Tk)
+            scores = scores.transpose(-2, -1)
         if mask is not None and mistake != "mask_ignored":
             m = mask.unsqueeze(1) if mask.dim() == 3 and mistake != "mask3d_raw" else mask
             scores = scores.masked_fill(m if mistake == "mask_inverted" else ~m, float("-inf"))
@@ -430,6 +432,8 @@ MISTAKES = {  # o erro em _variant -> o nome que o aluno lê
     "mask_inverted": "a máscara invertida: True bloqueou (é a convenção do `attn_mask` do "
     "nn.MultiheadAttention), mas aqui True = pode atender",
     "mask_ignored": "a atenção sem máscara (a máscara foi ignorada)",
+    "scores_transposed": "os scores transpostos, K·Qᵀ em vez de Q·Kᵀ (a linha i dos pesos deve ser a da "
+    "consulta i)",
     # não são variantes de _variant: o valor é calculado à parte
     "value_from_key": "`W_V` aplicada a `key`: os valores vêm de `value` (ou as chaves passaram por W_V "
     "em vez de W_K, a mesma projeção para K e V)",
@@ -618,7 +622,15 @@ def _case(c: Check, cls, query, key, value, mask, H, *, seed, bias=True, dropout
     except CheckFailure as failure:
         finding = c.find(
             lambda: _upstream(c, cls, p, (query, key, value, mask), H, seen),
-            *(() if failure.data.get("mistake") else (lambda: _scale_fit(seen, expected, mask, H, second),)),
+            *(
+                ()
+                if failure.data.get("mistake")
+                else (
+                    lambda: _scale_fit(seen, expected, mask, H, second),
+                    lambda: _weights_property(seen, expected, mask),
+                    lambda: _scalar_fit(stages),
+                )
+            ),
         )
         if finding is None:
             raise
@@ -743,6 +755,77 @@ def _upstream(c: Check, cls, p, inputs, H, seen) -> Finding | None:
         f"{'elas' if len(culprits) > 1 else 'ela'} no lugar da versão certa, e a conta certa no resto, a "
         f"atenção dá exatamente a sua saída e os seus pesos. Corrija primeiro {names}.{detail}",
     )
+
+
+def _weights_property(seen, expected, mask) -> Finding | None:
+    """A propriedade dos pesos que quebra (as projeções certas): ≥ 0, cada linha soma 1 e as posições
+    bloqueadas com peso 0."""
+    from ..numbers import br
+
+    w = seen.get("weights")
+    if not (_same(seen.get("q"), expected["q"]) and _same(seen.get("k"), expected["k"])):
+        return None
+    if not isinstance(w, torch.Tensor) or w.shape != expected["weights"].shape:
+        return None
+    w = w.detach().to(torch.float64)
+    if bool((w < -1e-6).any()):
+        idx = tuple(int(i) for i in (w < -1e-6).nonzero()[0])
+        return Finding(
+            "propriedade",
+            "pesos-nao-negativos",
+            f"os pesos devem ser ≥ 0 (o softmax), e o peso {idx} é negativo.",
+        )
+    sums = w.sum(-1)
+    bad = (sums - 1).abs() > 1e-4
+    if bool(bad.any()):
+        idx = tuple(int(i) for i in bad.nonzero()[0])
+        return Finding(
+            "propriedade",
+            "linhas-somam-1",
+            f"cada linha dos pesos deve somar 1 (o softmax sobre as chaves, `dim=-1`), e a linha {idx} "
+            f"soma {br(float(sums[idx]), '.6g')}.",
+            "`weights`",
+        )
+    if mask is not None:
+        m = (mask.unsqueeze(1) if mask.dim() == 3 else mask).expand_as(w)
+        leak = (~m) & (w.abs() > 1e-6)
+        if bool(leak.any()):
+            idx = tuple(int(i) for i in leak.nonzero()[0])
+            return Finding(
+                "propriedade",
+                "bloqueados-com-zero",
+                f"as posições bloqueadas pela máscara (False) devem ter peso 0, e a posição {idx} tem peso "
+                f"{br(float(w[idx]), '.6g')}.",
+                "`weights`",
+            )
+    return None
+
+
+def _scalar_fit(stages) -> Finding | None:
+    """A primeira etapa que difere é um múltiplo constante da certa (a × esperado, com as etapas de antes
+    certas)? Então o parâmetro ajustado é esse fator (−1: o sinal trocado)."""
+    from ..numbers import br
+
+    for label, actual, wanted in stages:
+        if _same(actual, wanted):
+            continue
+        if not isinstance(actual, torch.Tensor) or actual.shape != wanted.shape:
+            return None
+        a, e = actual.detach().to(torch.float64), wanted.detach().to(torch.float64)
+        norm = float((e * e).sum())
+        if norm == 0:
+            return None
+        factor = float((a * e).sum()) / norm
+        if (a - factor * e).abs().max() > 1e-5 * max(1.0, float(e.abs().max()) * abs(factor)):
+            return None
+        return Finding(
+            "parametro",
+            "fator-constante",
+            f"{label} é {br(factor, '.6g')} × o valor certo: um fator constante a mais (as etapas de antes "
+            "estão certas).",
+            label,
+        )
+    return None
 
 
 def _upstream_detail(c: Check, fn, split: bool) -> str | None:

@@ -32,7 +32,7 @@ from torch.nn import functional as F
 from .. import interop, wire
 from .. import layers as reference
 from ..exercises import Exercise, GradedCell
-from ..feedback import Mistake, describe, tolerances
+from ..feedback import CheckFailure, Finding, Mistake, describe, tolerances
 from ..runtime import dtype_name, isolated
 from .ch03 import torch_weights
 from .structure import (
@@ -159,7 +159,7 @@ IDS |= {NO_RESIDUAL.format(w): f"sem-residual-{k}" for k, w in WHERE.items()}
 IDS |= {NO_RESIDUAL.format(w): "sem-residual" for w in ("em todas as subcamadas", "nas duas subcamadas")}
 NEVER_CALLED = {
     "cross_attn": "a atenção cruzada deve passar por `self.cross_attn(...)`, com Q vindo do decodificador "
-    "e K, V de `memory` (e os pesos próprios dela; `self.self_attn` é a autoatenção)",
+    "e K, V de `memory` (e os pesos próprios dela; `self.self_attn` é a autoatenção).",
 }
 
 
@@ -449,7 +449,42 @@ def _locate(c, stages) -> None:
             )
         if not _same(mine, theirs):
             break
-    c.first_difference(stages)
+    try:
+        c.first_difference(stages)
+    except CheckFailure as failure:
+        finding = _inside(stages)
+        if finding is None:
+            raise
+        raise c.diagnosed(failure, finding) from None
+
+
+INSIDE = {  # submódulo de uma entrada só -> o que ele é na camada
+    "ffn": "a FFN da camada (a classe em `self.ffn`)",
+    "norm1": "a LayerNorm `norm1`",
+    "norm2": "a LayerNorm `norm2`",
+    "norm3": "a LayerNorm `norm3`",
+}
+
+
+def _inside(stages) -> Finding | None:
+    """A primeira diferença está DENTRO de um submódulo de uma entrada só: a entrada dele é a certa e a
+    saída não. Então o erro está nele (a camada o chamou certo), e não no que vem antes."""
+    previous = None
+    for label, mine, theirs in stages:
+        if not _same(mine, theirs):
+            sub = label.split("`")[1]
+            entry = f"`{sub}`, na entrada"
+            if label.endswith("na saída") and sub in INSIDE and previous == entry:
+                return Finding(
+                    "upstream",
+                    f"erro-em-{sub}",
+                    f"o erro está em `{sub}`, {INSIDE[sub]}: ela recebe a entrada certa e devolve outra "
+                    "saída (confira como ela foi criada e o que ela calcula; a camada a chamou como devia).",
+                    label,
+                )
+            return None
+        previous = label
+    return None
 
 
 # ---------------------------------------------------------------- construção e atributos
