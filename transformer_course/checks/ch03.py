@@ -972,7 +972,8 @@ def _check_train_dropout(c: Check, cls, gen) -> None:
     w, output, merged = seen["weights"], seen["output"], seen.get("merged")
     like = isinstance(w, torch.Tensor) and w.shape == calm["weights"].shape
     like = like and bool((w == 0).any()) and bool((w != 0).any())  # zeros e o resto: um sorteio de verdade
-    dropped = Mistake(MISTAKES["dropped"], torch.where(w == 0, 0.0, 2 * calm["weights"]) if like else None)
+    dropped = torch.where(w == 0, 0.0, 2 * calm["weights"]) if like else None
+    dropped = Mistake(MISTAKES["dropped"], dropped, "pesos-depois-do-dropout")
     c.first_difference(_stages(seen, calm, ("q", "k", "v", "weights")), [dropped])
     c.shape(output, calm["output"].shape, "`output`")
     body = "Em modo de treino, com dropout=0.5, a saída saiu igual à do modo de avaliação."
@@ -985,7 +986,7 @@ def _check_train_dropout(c: Check, cls, gen) -> None:
     if elsewhere and _weight_dropout(merged, expected["v"], calm["weights"], p, H):
         c.first_difference([(LABELS["output"], output, F.linear(merged, *_params(torch_mha)["O"]))])
     else:
-        undropped = Mistake(MISTAKES["undropped"], calm["merged"])
+        undropped = Mistake(MISTAKES["undropped"], calm["merged"], "cabecas-sem-dropout")
         c.first_difference(_stages(seen, expected, ("merged", "output")), [undropped])
 
 
