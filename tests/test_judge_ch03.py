@@ -232,14 +232,15 @@ def answers():
 def test_wrong_answers_lose_points_remotely_with_the_local_message(answers, name):
     kernel, namespace = answers
     exercise, *words = CASES[name]
+    # as respostas de split_heads e merge_heads ficam com esses nomes no kernel (local_and_remote): a MHA
+    # seguinte as acharia ao lado dela, e deste lado não; cada caso começa sem elas, dos dois lados.
+    kernel.run("globals().pop('split_heads', None); globals().pop('merge_heads', None)")
+    namespace.pop("split_heads", None)
+    namespace.pop("merge_heads", None)
     if name == "UsesSplitHeads":  # a `split_heads` do notebook, que a MHA usa: a errada, dos dois lados
         kernel.run("split_heads = split_reshape_direct")
         namespace["split_heads"] = namespace["split_reshape_direct"]
-    try:
-        verdicts = local_and_remote(kernel, "03_multi_head", exercise, namespace[name], name, OFFSET)
-    finally:  # as outras respostas não têm uma `split_heads` ao lado
-        kernel.run("globals().pop('split_heads', None)")
-        namespace.pop("split_heads", None)
+    verdicts = local_and_remote(kernel, "03_multi_head", exercise, namespace[name], name, OFFSET)
     for grade_id, (local, verdict) in verdicts.items():
         expected = words[verdict.hidden]
         if expected is None:

@@ -719,8 +719,11 @@ def _upstream(c: Check, cls, p, inputs, H, seen) -> Finding | None:
     heads = _split_oracle(probe_x, H)
     for name, args, right in (("split_heads", (probe_x, H), heads), ("merge_heads", (heads,), probe_x)):
         if name in nearby:
-            out = c.run(nearby[name], args)
-            if out.error is not None:  # não existe (no kernel), é um esboço ou levanta: fica de fora
+            try:
+                out = c.run(nearby[name], args)
+            except CheckFailure:  # o nome não existe no kernel (o pedido nem chega a uma função)
+                out = None
+            if out is None or out.error is not None:  # não existe, é um esboço ou levanta: fica de fora
                 del nearby[name]
             else:
                 wrong[name] = not _same(out.value, right)
