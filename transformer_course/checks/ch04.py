@@ -710,6 +710,19 @@ MASK_HINT = {
 }
 
 
+def _mask_hint(response, dec: bool) -> dict:
+    """A dica das máscaras, só para a exceção que ela explica (não para toda exceção): no codificador, uma
+    máscara de 5 eixos (a forma dela aparece na mensagem); no decodificador, formas que não se combinam."""
+    import re
+
+    message = str((response.error or {}).get("message", ""))
+    if not dec and re.search(r"\((\d+, ){4}\d+\)|5-D|5 eixos|5D", message):
+        return {"hint_on_error": MASK_HINT[False], "mistake": "mascara-5-eixos"}
+    if dec and re.search(r"must match the size|broadcast|shape|eixos", message):
+        return {"hint_on_error": MASK_HINT[True]}
+    return {}
+
+
 def _make_mask(kind, gen, B, T, S):
     """Máscaras do curso (True = pode atender), sem linhas totalmente bloqueadas."""
     if kind is None:
@@ -776,7 +789,7 @@ def _run_layer(
             )
         if not grad or response.error is not None:  # sem gradientes (ou o backward falhou: por quê?)
             response = c.run(layer, (*inputs, *masks))
-    c.raise_for(response, MASK_HINT[dec])
+    c.raise_for(response, **_mask_hint(response, dec))
     result = response.value
     wanted = "(x, self_weights, cross_weights)" if dec else "(x, weights)"
     c.expect(
@@ -810,7 +823,9 @@ def _run_layer(
     if grad:
         body = "A saída não está ligada ao grafo de gradientes."
         c.expect(_on_graph(out), body, kind="propriedade", mistake="fora-do-grafo")
-        c.raise_for(backward, MASK_HINT[dec])  # a saída estava no grafo, e mesmo assim o backward falhou
+        c.raise_for(
+            backward, **_mask_hint(backward, dec)
+        )  # a saída estava no grafo, e mesmo assim o backward falhou
         expected.pow(2).sum().backward()
         grads = backward.grads or [None, None]
         c.close(grads[0], theirs[0].grad, "o gradiente em `x`")
