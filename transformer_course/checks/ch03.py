@@ -6,6 +6,14 @@ e, em modo de treino com dropout, o mesmo estado do gerador (``seed``). Ganchos 
 ``capture``) em W_Q, W_K, W_V e W_O dizem onde aparece a primeira diferença: projeções, pesos,
 cabeças juntadas, saída.
 
+Numa resposta errada, o diagnóstico (issue 31) nunca nomeia um erro que não reproduz a saída do aluno:
+um erro conhecido só é nomeado se se repete num segundo caso com outros tamanhos; sem ele, a
+``split_heads``/``merge_heads`` do notebook é conferida primeiro ("o erro está em `split_heads`", se a
+conta com ela reproduz a saída e os pesos), depois vêm um parâmetro ajustado (o expoente da escala, um
+fator constante, para onde foi cada elemento ao separar ou juntar) ou a propriedade que quebra (linhas
+somam 1, bloqueados com 0, só reorganiza); senão, só onde aparece a primeira diferença. Toda falha leva
+um id estável nos dados (``CheckFailure.data``).
+
 Toda conversa com a resposta do aluno é um pedido (``c.run``, ``c.new``, ``c.describe``,
 ``c.load``): o módulo fica do lado do aluno, e aqui chegam só dados. O mesmo código roda ao estudar
 e no juiz da correção.
@@ -14,6 +22,7 @@ e no juiz da correção.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Callable
 
@@ -66,8 +75,10 @@ HINTS = {
 def _checked(c: Check, response, hint: str | None = None):
     """``c.raise_for`` que reconhece o erro clássico de `view` depois de um `transpose`."""
     error = response.error or {}
-    data = {}
-    if "view size is not compatible" in str(error.get("message", "")):
+    message, data = str(error.get("message", "")), {}
+    if hint == HINTS["mask3d"] and not re.search(r"must match the size|broadcast", message):
+        hint = None  # a dica da máscara 3-D só explica um erro de difusão, não uma exceção qualquer
+    if "view size is not compatible" in message:
         hint, data = HINTS["view"], {"mistake": "view-depois-de-transpose"}
     c.raise_for(response, hint, **data)
     return response
