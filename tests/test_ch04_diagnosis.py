@@ -297,6 +297,16 @@ GUARDS = {
         "residual",
         None,
     ),
+    # um sorteio a mais antes da FFN (modo de treino): a FFN recebe a entrada certa e sorteia outra máscara;
+    # o erro não está nela
+    "enc: sorteio de dropout jogado fora antes da FFN": (
+        "EncoderLayer",
+        _enc().replace(
+            "return x + self.drop(self.ffn", "self.drop(x)\n            return x + self.drop(self.ffn"
+        ),
+        "o erro está em `ffn`",
+        None,
+    ),
     # ReLU só no primeiro caso (x (2, 5, 8)): o segundo caso, com outra forma, não a confirma
     "ffn: ReLU só com o lote (2, 5)": (
         "FeedForward",
