@@ -257,6 +257,33 @@ FOUND = {
         "cruzada-sem-memoria",
         r"entrada do decodificador em vez da memória",
     ),
+    "dec: memória dobrada": (
+        "DecoderLayer",
+        _dec(cross_pre="a, cw = self.cross_attn(self.norm2(x), 2 * memory, 2 * memory, memory_mask)"),
+        "propriedade",
+        "cross_attn-chamada-com-outros-argumentos",
+        r"a `cross_attn` está certa(.|\n)*A diferença vem do que a camada passa a ela",
+    ),
+    "enc: máscara transposta": (
+        "EncoderLayer",
+        _enc().replace(
+            "def forward(self, x, mask=None):",
+            "def forward(self, x, mask=None):\n        mask = mask if mask is None else mask.mT",
+        ),
+        "propriedade",
+        "self_attn-chamada-com-outros-argumentos",
+        r"a `self_attn` está certa",
+    ),
+    "enc: MultiHeadAttention própria sem a escala": (
+        "EncoderLayer",
+        "class MyMHA(MultiHeadAttention):\n"
+        "    def forward(self, q, k, v, mask=None):\n"
+        "        out, w = super().forward(q * math.sqrt(q.size(-1) // self.n_heads), k, v, mask)\n"
+        "        return out, w\n" + _enc().replace("MultiHeadAttention(d_model", "MyMHA(d_model"),
+        "upstream",
+        "erro-em-self_attn",
+        r"o erro está em `self_attn`",
+    ),
     "dec: memória normalizada": (
         "DecoderLayer",
         _dec(
@@ -280,11 +307,6 @@ NO_CAUSE = {
         "EncoderLayer",
         _enc(pre=ENC["pre"].replace("x = x + self.drop(a)", "x = self.drop(x + a)")),
         "`norm2`, na entrada",
-    ),
-    "dec: memória dobrada": (
-        "DecoderLayer",
-        _dec(cross_pre="a, cw = self.cross_attn(self.norm2(x), 2 * memory, 2 * memory, memory_mask)"),
-        "`cross_attn`, na saída",
     ),
 }
 

@@ -405,7 +405,9 @@ def _same(actual, expected) -> bool:
     return torch.allclose(a, e, **tolerances(expected.dtype), equal_nan=True)
 
 
-def _compare(c, actual, expected, what, mistakes=list, stages=None, confirm=None, drawn=False):
+def _compare(
+    c, actual, expected, what, mistakes=list, stages=None, confirm=None, drawn=False, attention=None
+):
     """``c.close``; só numa resposta errada calcula os erros conhecidos (cada um custa uma passada da
     camada) e, se nenhum coincide (e se confirma noutro caso, ``confirm``), aponta com
     :func:`_locate` a primeira etapa que difere."""
@@ -413,7 +415,7 @@ def _compare(c, actual, expected, what, mistakes=list, stages=None, confirm=None
     known = mistakes() if wrong else []
     confirm = _memo(confirm)
     if wrong and stages is not None and not any(_same(actual, m.value) and confirm(m) for m in known):
-        _locate(c, stages(), drawn)
+        _locate(c, stages(), drawn, attention)
     c.close(actual, expected, what, known, confirm=confirm)
 
 
@@ -434,7 +436,7 @@ def _memo(confirm):
     return once
 
 
-def _locate(c, stages, drawn: bool = False) -> None:
+def _locate(c, stages, drawn: bool = False, attention=None) -> None:
     """A primeira etapa que difere (``c.first_difference``); uma subcamada que nunca foi chamada, antes
     da primeira diferença, é dita assim (e não como "veio None")."""
     for label, mine, theirs in stages:
@@ -454,10 +456,45 @@ def _locate(c, stages, drawn: bool = False) -> None:
     except CheckFailure as failure:
         # com sorteios (modo de treino), uma subcamada certa que recebe a entrada certa pode sortear outra
         # máscara (um sorteio a mais ou a menos antes dela): aí não se diz que o erro está nela
-        finding = None if drawn else _inside(stages)
+        try:
+            finding = None if drawn else _inside(stages, attention)
+        except (CheckFailure, RuntimeError, TypeError, ValueError):  # um diagnóstico nunca derruba a falha
+            finding = None
         if finding is None:
             raise
         raise c.diagnosed(failure, finding) from None
+
+
+def _attention_alone(c, layer, t, memory, tgt_mask, memory_mask, sub: str, h) -> Finding | None:
+    """A atenção ``sub`` da camada do aluno, chamada sozinha com a entrada certa ``h``, K e V certos e a
+    máscara certa: se ela dá a saída do ``nn.MultiheadAttention`` com os mesmos pesos, a atenção está certa e
+    a diferença vem do que a camada passa a ela; se não, o erro está nela."""
+    from ..probe import Attr
+
+    kv, mask = (h, tgt_mask) if sub == "self_attn" else (memory, memory_mask)
+    response = c.run(Attr(layer, sub), (h, kv, kv, mask), no_grad=True)
+    if response.error is not None or not isinstance(response.value, tuple) or not response.value:
+        return None
+    with torch.no_grad():
+        wanted, _ = _mha(t.self_attn if sub == "self_attn" else t.multihead_attn, h, kv, mask)
+    where = f"`{sub}`, na saída"
+    if _same(response.value[0], wanted):
+        source = "de `memory`" if sub == "cross_attn" else "da própria entrada"
+        return Finding(
+            "propriedade",
+            f"{sub}-chamada-com-outros-argumentos",
+            f"a `{sub}` está certa: chamada sozinha com a entrada certa, key e value {source} e a máscara "
+            "certa, ela dá a saída certa. A diferença vem do que a camada passa a ela (a máscara, ou de onde "
+            "vêm key e value).",
+            where,
+        )
+    return Finding(
+        "upstream",
+        f"erro-em-{sub}",
+        f"o erro está em `{sub}`, a atenção da camada: chamada sozinha com a entrada, key, value e máscara "
+        "certas, ela difere do `nn.MultiheadAttention` com os mesmos pesos (confira a classe dela).",
+        where,
+    )
 
 
 INSIDE = {  # submódulo de uma entrada só -> o que ele é na camada
@@ -468,7 +505,7 @@ INSIDE = {  # submódulo de uma entrada só -> o que ele é na camada
 }
 
 
-def _inside(stages) -> Finding | None:
+def _inside(stages, attention=None) -> Finding | None:
     """A primeira diferença está DENTRO de um submódulo de uma entrada só: a entrada dele é a certa e a
     saída não. Então o erro está nele (a camada o chamou certo), e não no que vem antes."""
     previous = None
@@ -476,6 +513,9 @@ def _inside(stages) -> Finding | None:
         if not _same(mine, theirs):
             sub = label.split("`")[1]
             entry = f"`{sub}`, na entrada"
+            if sub in ("self_attn", "cross_attn") and previous == entry and attention is not None:
+                wanted_in = next(v for lab, _, v in stages if lab == entry)
+                return attention(sub, wanted_in)
             if label.endswith("na saída") and sub in INSIDE and previous == entry:
                 return Finding(
                     "upstream",
@@ -815,7 +855,8 @@ def _run_layer(
 
     confirm = _layer_confirm(c, layer, t, x, memory, masks, norm_first, seed, lambda: mistakes(3))
     out = result[0]
-    _compare(c, out, expected, "a saída `x`", lambda: mistakes(0), stages, confirm)
+    attention = functools.partial(_attention_alone, c, layer, t, memory, tgt_mask, memory_mask)
+    _compare(c, out, expected, "a saída `x`", lambda: mistakes(0), stages, confirm, attention=attention)
     whats = ["os pesos de atenção `weights` (B, H, T, T)"]
     if dec:
         whats = ["os pesos da autoatenção `self_weights` (B, H, T, T)", WEIGHTS_CROSS]
