@@ -11,9 +11,11 @@ elas ficam com o professor).
 Os erros conhecidos são os MESMOS módulos do PyTorch montados do jeito errado (:func:`_variant`):
 quando a saída coincide com um deles, e também noutro caso (outros valores, ou outro estado do
 gerador), a mensagem diz qual; toda falha leva um id estável nos dados. Quando não coincide com
-nenhum, ganchos
-(*forward hooks*) nas subcamadas (``self_attn``, ``cross_attn``, ``ffn``, as LayerNorms; na FFN,
-``linear1`` e ``linear2``) dizem em qual entrada ou saída a primeira diferença aparece.
+nenhum, ganchos (*forward hooks*) nas subcamadas (``self_attn``, ``cross_attn``, ``ffn``, as
+LayerNorms; na FFN, ``linear1`` e ``linear2``) dizem em qual entrada ou saída a primeira diferença
+aparece. Se ela aparece na saída de uma subcamada que recebeu a entrada certa, o erro está nela ("o
+erro está em `ffn`"; uma atenção é chamada sozinha com key, value e máscara certas para saber se o
+erro está nela ou no que a camada lhe passa); uma subcamada nunca chamada é dita assim.
 
 A camada do aluno fica do lado dele: é construída, descrita (``c.describe``), recebe os pesos pelo
 nome de cada parâmetro (``c.load``) e roda por pedidos (``c.run``, com ``seed``, ``grad`` e
