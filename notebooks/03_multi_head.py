@@ -328,9 +328,12 @@ cabecas.shape, torch.equal(merge_heads_ref(cabecas), x)
 #   cruzada), e `key` pode ser diferente de `value`;
 # - `mask` nas três formas da tabela acima (inclusive $(B, H, T_q, T_k)$, uma máscara por cabeça);
 # - float32 e float64, e o gradiente chega a todas as entradas e a todos os parâmetros;
+# - em modo de treino, o *dropout* sorteia do gerador global (`nn.Dropout` ou `F.dropout`) uma vez,
+#   sobre os pesos $(B, H, T_q, T_k)$, como o `nn.MultiheadAttention`: os testes (visíveis e ocultos)
+#   fixam a semente (`torch.manual_seed`) antes da chamada e comparam com ele;
 # - use as suas `split_heads` e `merge_heads` e a `scaled_dot_product_attention` do capítulo 2
-#   (já importada); não use `nn.MultiheadAttention` nem `F.multi_head_attention_forward` — eles são
-#   o gabarito.
+#   (já importada); se uma delas estiver errada, a mensagem diz que o erro está nela; não use
+#   `nn.MultiheadAttention` nem `F.multi_head_attention_forward` — eles são o gabarito.
 
 # %% nbgrader={"grade": false, "grade_id": "multi_head_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class MultiHeadAttention(nn.Module):
@@ -371,9 +374,9 @@ class MultiHeadAttention(nn.Module):
 # do meio, na ordem do cálculo — `W_Q(query)`, `W_K(key)`, `W_V(value)`, `weights`, a entrada de `W_O`
 # (as cabeças juntadas) e `output` —, e a mensagem diz em qual delas aparece a primeira diferença; se
 # ela coincide com um erro conhecido (separação sem `transpose`, escala por $\sqrt{d_{model}}$, a mesma
-# projeção para K e V...), diz qual. Os testes ocultos repetem a comparação em modo de treino, com
-# `dropout=0.5` e o mesmo estado do gerador aleatório nos dois módulos: um *dropout* fora do lugar
-# aparece ali.
+# projeção para K e V...), diz qual — depois de conferi-lo num segundo caso, com outros tamanhos. Os
+# testes (visíveis e ocultos) repetem a comparação em modo de treino, com `dropout=0.5` e o mesmo
+# estado do gerador aleatório nos dois módulos: um *dropout* fora do lugar aparece ali.
 
 # %% nbgrader={"grade": true, "grade_id": "test_multi_head_attention", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 check_multi_head_attention(MultiHeadAttention)
