@@ -223,8 +223,9 @@ for nome, separar in (("certo (view + transpose)", split_heads_ref), ("errado (v
 # ainda não existe. Por isso a correção compara com o PyTorch, e não só as formas.
 #
 # Juntar é o caminho inverso: `transpose(1, 2)` volta para $(B, T, H, D_k)$ e depois os dois últimos eixos
-# viram um só, $H \cdot D_k = D$. Depois de um `transpose` a memória não está mais em ordem
-# (o tensor não é **contíguo**), e `view` recusa; use `reshape` (ou `.contiguous().view(...)`).
+# viram um só, $H \cdot D_k = D$. O `view` só junta eixos que estão lado a lado na memória, e o
+# `transpose` separou justamente os dois que queremos juntar ($H$ e $D_k$): `view` recusa. Use
+# `reshape` (que copia quando precisa) ou `.contiguous().view(...)`.
 
 # %% [markdown]
 # ### Exercício 1 — `split_heads` (3 pontos)
