@@ -50,7 +50,13 @@ from transformer_course.instructor.sanitize import (
 CHAPTER = "02_atencao"
 STUDENT = "hacker"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+]
 # Um endereço de fora que os payloads tentam pedir (nada escuta aqui; o teste só observa o pedido).
 OUTSIDE = "http://127.0.0.1:9"
 ANSWER_TEXT = "O fator 1/raiz(d_k) mantém a variância dos produtos escalares perto de 1"
@@ -107,7 +113,11 @@ PNG_B64 = base64.b64encode(_png()).decode()
         ('<div style="position:fixed" onclick="x()">t</div>', "<div>t</div>", "style"),
         ('<form action="/api/contents"><input name="x"></form>', "", "form"),
         ('<object data="x.swf"></object><embed src="x">', "", "embed"),
-        ('<table class="dataframe"><tr><td>1</td></tr></table><style>*{}</style>', 'class="dataframe"', "style"),
+        (
+            '<table class="dataframe"><tr><td>1</td></tr></table><style>*{}</style>',
+            'class="dataframe"',
+            "style",
+        ),
     ],
 )
 def test_clean_html(html, kept, gone):
@@ -126,16 +136,40 @@ def test_sanitize_outputs_each_kind():
         cells=[
             _code_cell(
                 [
-                    {"output_type": "display_data", "metadata": {},
-                     "data": {"text/html": "<b>ok</b><script>alert(1)</script>", "text/plain": "ok"}},
-                    {"output_type": "display_data", "metadata": {}, "data": {"application/javascript": "alert(1)"}},
+                    {
+                        "output_type": "display_data",
+                        "metadata": {},
+                        "data": {"text/html": "<b>ok</b><script>alert(1)</script>", "text/plain": "ok"},
+                    },
+                    {
+                        "output_type": "display_data",
+                        "metadata": {},
+                        "data": {"application/javascript": "alert(1)"},
+                    },
                     {"output_type": "display_data", "metadata": {}, "data": {"image/svg+xml": svg}},
-                    {"output_type": "display_data", "metadata": {}, "data": {"text/markdown": "**md** <img src=x onerror=alert(1)>"}},
-                    {"output_type": "display_data", "metadata": {},
-                     "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "x"}, "text/plain": "w"}},
-                    {"output_type": "display_data", "metadata": {"image/png": {"width": '1"onload="x'}},
-                     "data": {"image/png": '" onerror="alert(1)'}},
-                    {"output_type": "display_data", "metadata": {"image/png": {"width": 8}}, "data": {"image/png": PNG_B64}},
+                    {
+                        "output_type": "display_data",
+                        "metadata": {},
+                        "data": {"text/markdown": "**md** <img src=x onerror=alert(1)>"},
+                    },
+                    {
+                        "output_type": "display_data",
+                        "metadata": {},
+                        "data": {
+                            "application/vnd.jupyter.widget-view+json": {"model_id": "x"},
+                            "text/plain": "w",
+                        },
+                    },
+                    {
+                        "output_type": "display_data",
+                        "metadata": {"image/png": {"width": '1"onload="x'}},
+                        "data": {"image/png": '" onerror="alert(1)'},
+                    },
+                    {
+                        "output_type": "display_data",
+                        "metadata": {"image/png": {"width": 8}},
+                        "data": {"image/png": PNG_B64},
+                    },
                 ]
             ),
             nbformat.v4.new_raw_cell("<script>alert(1)</script>texto cru"),
@@ -146,9 +180,14 @@ def test_sanitize_outputs_each_kind():
     nb, _ = SanitizeNotebook().preprocess(nb, {})
     outs = nb.cells[0].outputs
     assert outs[0].data["text/html"] == "<b>ok</b>"
-    assert outs[1].data == {"text/plain": "[saída removida na correção: o tipo application/javascript não é mostrado]"}
+    assert outs[1].data == {
+        "text/plain": "[saída removida na correção: o tipo application/javascript não é mostrado]"
+    }
     svg_img = outs[2].data["text/html"]
-    assert svg_img.startswith('<img alt="figura (SVG)" src="data:image/svg+xml;base64,') and "image/svg+xml" not in outs[2].data
+    assert (
+        svg_img.startswith('<img alt="figura (SVG)" src="data:image/svg+xml;base64,')
+        and "image/svg+xml" not in outs[2].data
+    )
     assert outs[3].data["text/html"] == "<p><strong>md</strong> <img></p>\n"
     assert outs[4].data == {"text/plain": "w"}
     assert "image/png" not in outs[5].data and not outs[5].metadata
@@ -184,17 +223,24 @@ def test_formgrader_nonce_only_on_template_scripts():
         "<!DOCTYPE html><head>"
         '<script src="/base/formgrader/static/js/formgrade.js"></script>'
         '<script src="https://cdnjs.cloudflare.com/mathjax.js"></script>'
-        '<script type="text/javascript">\nvar submission_id = "abc";\nvar base_url = "/base/formgrader";\n</script>'
+        '<script type="text/javascript">\nvar submission_id = "abc";\n'
+        'var base_url = "/base/formgrader";\n</script>'
         "<script>var x = 1; fetch('http://outro')</script>"
         '</head><body><div id="notebook"><script src="/base/formgrader/static/js/utils.js"></script></div>'
     )
     out = formgrader_csp.add_nonces(page, "N", "/base")
     assert out.count('nonce="N"') == 2
+    assert "cdnjs" not in out
     assert '<script nonce="N" src="/base/formgrader/static/js/formgrade.js">' in out
     assert '<script nonce="N" type="text/javascript">\nvar submission_id' in out
-    assert out.endswith('<div id="notebook"><script src="/base/formgrader/static/js/utils.js"></script></div>')
+    assert out.endswith(
+        '<div id="notebook"><script src="/base/formgrader/static/js/utils.js"></script></div>'
+    )
     policy = formgrader_csp.policy("N")
-    assert "script-src 'nonce-N' 'unsafe-hashes'" in policy and "unsafe-inline' " not in policy.split("style-src")[0]
+    assert (
+        "script-src 'nonce-N' 'unsafe-hashes'" in policy
+        and "unsafe-inline' " not in policy.split("style-src")[0]
+    )
     assert "connect-src 'self'" in policy and "frame-ancestors 'self'" in policy
 
 
@@ -209,14 +255,15 @@ HOSTILE_MD = (
 )
 CODE_CELLS = [
     "from IPython.display import HTML, SVG, Image, Javascript, Markdown, display",
-    "display(HTML('<b>negrito legítimo</b><script>window.__xss_html=1;fetch(\"" + OUTSIDE + "/html\")</script>"
-    "<img src=x onerror=\"window.__xss_html_img=1\">'))",
+    "display(HTML('<b>negrito legítimo</b><script>window.__xss_html=1;fetch(\"" + OUTSIDE + '/html")</script>'
+    '<img src=x onerror="window.__xss_html_img=1">\'))',
     "display(Javascript('window.__xss_js=1; fetch(\"" + OUTSIDE + "/js\")'))",
-    "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"window.__xss_svgout=1\" width=\"10\" height=\"10\">"
-    "<script>window.__xss_svgscript=1</script><rect width=\"10\" height=\"10\"/></svg>'))",
+    'display(SVG(\'<svg xmlns="http://www.w3.org/2000/svg" onload="window.__xss_svgout=1" '
+    'width="10" height="10">'
+    '<script>window.__xss_svgscript=1</script><rect width="10" height="10"/></svg>\'))',
     "display(Markdown('**md da saída** <img src=x onerror=\"window.__xss_mdout=1\">'))",
-    "display(HTML('<iframe src=\"javascript:parent.__xss_iframe=1\"></iframe>"
-    "<iframe srcdoc=\"<script>parent.__xss_srcdoc=1</script>\"></iframe>'))",
+    'display(HTML(\'<iframe src="javascript:parent.__xss_iframe=1"></iframe>'
+    '<iframe srcdoc="<script>parent.__xss_srcdoc=1</script>"></iframe>\'))',
     f"import base64\ndisplay(Image(data=base64.b64decode('{PNG_B64}'), format='png'))",
 ]
 
@@ -253,9 +300,11 @@ class _Server:
             sys.path.remove(str(ROOT / "scripts"))
         config = scratch / "config"
         config.mkdir(parents=True)
-        (config / "jupyter_server_config.json").write_text(
-            json.dumps({"ServerApp": {"jpserver_extensions": dict.fromkeys(INSTRUCTOR_SERVER_EXTENSIONS, True)}})
-        )
+        # Pela linha de comando (--config): o que o ambiente do curso diz (no modo aluno, o Formgrader
+        # desligado, em <venv>/etc/jupyter) venceria um arquivo na pasta de configuração do usuário.
+        professor = scratch / "professor_config.py"
+        extensions = dict.fromkeys(INSTRUCTOR_SERVER_EXTENSIONS, True)
+        professor.write_text(f"c.ServerApp.jpserver_extensions = {extensions!r}\n")
         self.port = _free_port()
         self.token = secrets.token_hex(24)
         self.base = f"http://127.0.0.1:{self.port}"
@@ -270,12 +319,22 @@ class _Server:
         }
         self.process = subprocess.Popen(
             [
-                str(BIN / "jupyter"), "server", "--no-browser",
-                "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
-                f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={course}",
+                str(BIN / "jupyter"),
+                "server",
+                "--no-browser",
+                f"--config={professor}",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={self.port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={self.token}",
+                f"--ServerApp.root_dir={course}",
                 *(["--allow-root"] if os.geteuid() == 0 else []),
             ],
-            cwd=course, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=course,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self.log_path = scratch / "server.log"
 
@@ -283,7 +342,9 @@ class _Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"o Jupyter Server terminou ao iniciar:\n{self.log_path.read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"o Jupyter Server terminou ao iniciar:\n{self.log_path.read_text()[-3000:]}"
+                )
             try:
                 request = urllib.request.Request(
                     f"{self.base}/api/status", headers={"Authorization": f"token {self.token}"}
@@ -331,6 +392,12 @@ window.__violations = [];
 document.addEventListener('securitypolicyviolation', e => window.__violations.push(
   {directive: e.violatedDirective, blocked: e.blockedURI, sample: e.sample}));
 """
+
+
+_PNG_SHOWN = """() => [...document.images]
+  .filter(i => i.src.startsWith('data:image/png') && i.naturalWidth > 0).length"""
+_SCORES_LOADED = """() => [...document.querySelectorAll('input.score')]
+  .some(i => i.getAttribute('placeholder') !== null)"""
 
 
 def _flags(page) -> dict:
@@ -382,9 +449,7 @@ def test_feedback_in_chromium(graded):
             flags = _flags(page)
             title = page.title()
             body = page.inner_text("body")
-            images = page.evaluate(
-                "() => [...document.images].filter(i => i.src.startsWith('data:image/png') && i.naturalWidth > 0).length"
-            )
+            images = page.evaluate(_PNG_SHOWN)
         finally:
             chromium.close()
     assert flags == {}
@@ -394,16 +459,16 @@ def test_feedback_in_chromium(graded):
     assert images >= 1  # a figura PNG legítima aparece
 
 
-@pytest.mark.slow
-def test_formgrader_in_chromium(graded, tmp_path):
+def _formgrader_session(course, scratch, *, give_grade: bool) -> dict:
+    """O professor entra, vê a lista de entregas e abre a do aluno no Formgrader (e dá uma nota)."""
     from nbgrader.api import Gradebook
 
     sync_api = _browser()
-    db = f"sqlite:///{graded / 'grading' / 'gradebook.db'}"
+    db = f"sqlite:///{course / 'grading' / 'gradebook.db'}"
     with Gradebook(db) as gb:
         submission_id = gb.find_submission_notebook(CHAPTER, CHAPTER, STUDENT).id
-    server = _Server(graded, tmp_path)
-    outside, violations = [], []
+    server = _Server(course, scratch)
+    result = {"outside": [], "saved": None}
     try:
         server.wait()
         with sync_api.sync_playwright() as playwright:
@@ -417,49 +482,105 @@ def test_formgrader_in_chromium(graded, tmp_path):
                     if r.request.url.startswith(server.base + "/"):
                         r.continue_()
                     else:
-                        outside.append(r.request.url)
+                        result["outside"].append(r.request.url)
                         r.abort()
 
                 context.route("**/*", route)
                 page = context.new_page()
-                # Login do professor pelo token; a lista de entregas vem da API do Formgrader (JavaScript).
-                page.goto(f"{server.base}/formgrader/manage_submissions/{CHAPTER}?token={server.token}")
+                # O professor entra pela página de login do Jupyter (o token como senha); a lista de
+                # entregas vem da API do Formgrader, pelo JavaScript da página.
+                page.goto(f"{server.base}/login?next=/formgrader/manage_submissions/{CHAPTER}")
+                page.fill("input[name=password]", server.token)
+                page.click("#login_submit")
                 page.wait_for_selector(f"text={STUDENT}")
                 response = page.goto(f"{server.base}/formgrader/submissions/{submission_id}/")
-                csp = response.headers.get("content-security-policy", "")
+                result["csp"] = response.headers.get("content-security-policy", "")
                 # O JavaScript do Formgrader rodou: as notas automáticas viram o placeholder dos campos.
-                page.wait_for_function(
-                    "() => [...document.querySelectorAll('input.score')].some(i => i.getAttribute('placeholder') !== null)"
+                page.wait_for_function(_SCORES_LOADED)
+                result["flags"] = _flags(page)
+                # Os scripts embutidos do modelo do Formgrader rodaram (receberam o nonce).
+                result["template_js"] = page.evaluate(
+                    "() => [typeof window.toggle_name, typeof window.submission_id,"
+                    " typeof $('span.glyphicon.name-hidden').data('bs.tooltip')]"
                 )
-                flags = _flags(page)
-                title = page.title()
-                body = page.inner_text("body")
-                images = page.evaluate(
-                    "() => [...document.images].filter(i => i.src.startsWith('data:image/png') && i.naturalWidth > 0).length"
-                )
-                # O professor dá a nota da pergunta aberta: o Formgrader a grava pela API.
-                page.fill("input.score#q_scaling", "1")
-                page.press("input.score#q_scaling", "Tab")
-                deadline = time.monotonic() + 60
-                saved = None
-                while time.monotonic() < deadline:
-                    with Gradebook(db) as gb:
-                        grade = gb.find_grade("q_scaling", CHAPTER, CHAPTER, STUDENT)
-                        saved = grade.manual_score
-                    if saved is not None:
-                        break
-                    page.wait_for_timeout(250)
-                violations = page.evaluate("() => window.__violations")
+                result["title"] = page.title()
+                result["body"] = page.inner_text("body")
+                result["images"] = page.evaluate(_PNG_SHOWN)
+                if give_grade:
+                    # O professor dá a nota da pergunta aberta: o Formgrader a grava pela API.
+                    page.fill("input.score#q_scaling", "1")
+                    page.press("input.score#q_scaling", "Tab")
+                    deadline = time.monotonic() + 60
+                    while result["saved"] is None and time.monotonic() < deadline:
+                        page.wait_for_timeout(250)
+                        with Gradebook(db) as gb:
+                            result["saved"] = gb.find_grade(
+                                "q_scaling", CHAPTER, CHAPTER, STUDENT
+                            ).manual_score
+                result["violations"] = page.evaluate("() => window.__violations")
             finally:
                 chromium.close()
     finally:
         server.stop()
-    assert "script-src 'nonce-" in csp and "unsafe-inline" not in csp.split("style-src")[0], csp
-    assert flags == {}, (flags, violations)
-    assert title != "XSS"
-    assert outside == [], outside
-    assert ANSWER_TEXT in body and ORDER_TEXT in body and "negrito legítimo" in body
-    assert images >= 1
-    assert saved == 1, violations
-    # O que a política bloqueou é só conteúdo do aluno ou o MathJax da CDN, nunca o Formgrader.
-    assert not [v for v in violations if "/formgrader/static/" in (v.get("blocked") or "")], violations
+    return result
+
+
+@pytest.mark.slow
+def test_formgrader_in_chromium(graded, tmp_path):
+    r = _formgrader_session(graded, tmp_path, give_grade=True)
+    assert "script-src 'nonce-" in r["csp"] and "unsafe-inline" not in r["csp"].split("style-src")[0], r[
+        "csp"
+    ]
+    assert r["flags"] == {}, r
+    assert r["title"] != "XSS"
+    assert r["outside"] == [], r["outside"]
+    assert ANSWER_TEXT in r["body"] and ORDER_TEXT in r["body"] and "negrito legítimo" in r["body"]
+    assert r["images"] >= 1
+    assert r["saved"] == 1, r["violations"]
+    assert r["template_js"] == ["function", "string", "object"], r["template_js"]
+    # O que a política bloqueou (se algo do aluno escapasse do nh3) nunca é do próprio Formgrader.
+    assert not [v for v in r["violations"] if "/formgrader/static/" in (v.get("blocked") or "")], r[
+        "violations"
+    ]
+
+
+HOSTILE_OUTPUTS = [
+    {
+        "text/html": "<b>negrito legítimo</b><script>window.__xss_html=1;fetch('"
+        + OUTSIDE
+        + "/html')</script>"
+        '<img src=x onerror="window.__xss_html_img=1">'
+    },
+    {"application/javascript": "window.__xss_js=1"},
+    {"text/markdown": '**md** <img src=x onerror="window.__xss_mdout=1">'},
+    {"text/html": '<iframe srcdoc="<script>parent.__xss_srcdoc=1</script>"></iframe>'},
+]
+
+
+@pytest.mark.slow
+def test_formgrader_csp_alone_stops_scripts(graded, tmp_path):
+    """Segunda camada: sem o sanitizador (configuração e notebook corrigido sujos), só a política barra."""
+    course = tmp_path / "sem_sanitizador"
+    shutil.copytree(graded, course)
+    config = course / "nbgrader_config.py"
+    text = config.read_text()
+    for line in (
+        '    "markdown2html": "transformer_course.instructor.sanitize.markdown2html_inert",\n',
+        'c.HTMLExporter.preprocessors = ["transformer_course.instructor.sanitize.SanitizeNotebook"]\n',
+    ):
+        assert line in text
+        text = text.replace(line, "")
+    config.write_text(text)
+    autograded = course / "grading" / "autograded" / STUDENT / CHAPTER / f"{CHAPTER}.ipynb"
+    nb = nbformat.read(autograded, as_version=4)
+    last = [c for c in nb.cells if c.cell_type == "code"][-1]
+    last.outputs = [nbformat.v4.new_output("display_data", data=data) for data in HOSTILE_OUTPUTS]
+    nbformat.write(nb, autograded)
+
+    r = _formgrader_session(course, tmp_path / "servidor", give_grade=False)
+    assert r["flags"] == {}, r
+    assert r["title"] != "XSS"
+    assert r["outside"] == [], r["outside"]
+    blocked = {v["directive"] for v in r["violations"]}
+    assert blocked & {"script-src-elem", "script-src-attr", "script-src"}, r["violations"]
+    assert "negrito legítimo" in r["body"]

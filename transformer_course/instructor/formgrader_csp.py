@@ -14,7 +14,8 @@ por uma política com *nonce* (um valor aleatório por resposta):
 - ``script-src 'nonce-…'``: roda só o ``<script>`` que recebeu o nonce. Ele é posto, na página que
   o handler escreve, nos scripts do próprio modelo do nbgrader, antes do notebook: os de
   ``<base_url>/formgrader/static/`` e os embutidos que só definem variáveis (``var x = "...";``) ou
-  que são exatamente os do modelo. O MathJax (de uma CDN) não recebe: as fórmulas aparecem em LaTeX.
+  que são exatamente os do modelo. Scripts de outro endereço (o MathJax de uma CDN, que o modelo do
+  nbconvert cita) saem da página: as fórmulas aparecem em LaTeX.
 - ``'unsafe-hashes'`` com o hash dos dois ``onclick`` do modelo (mostrar/ocultar o nome do aluno);
   qualquer outro atributo ``on*`` é bloqueado.
 - ``connect-src 'self'``, ``img-src 'self' data:``, ``default-src 'none'``, ``object-src 'none'``,
@@ -53,8 +54,10 @@ $(document).ready(function() {
     $(this).map(linkTo("notebook", $(this).data("link"))).removeAttr("data-link");
   });
 });""",
-    """$('span.glyphicon.name-hidden').tooltip({title: "Show student name", placement: "bottom", trigger: "hover"});
-  $('span.glyphicon.name-shown').tooltip({title: "Hide student name", placement: "bottom", trigger: "hover"});""",
+    "$('span.glyphicon.name-hidden').tooltip("
+    '{title: "Show student name", placement: "bottom", trigger: "hover"});\n'
+    "  $('span.glyphicon.name-shown').tooltip("
+    '{title: "Hide student name", placement: "bottom", trigger: "hover"});',
 )
 _EVENT_HANDLERS = ("toggle_name(true);", "toggle_name(false);")
 _VARS_ONLY = re.compile(r'(\s*var [A-Za-z_][A-Za-z0-9_]* = "[^"<>\\\n]*";)+\s*')
@@ -106,6 +109,10 @@ def add_nonces(html: str, nonce: str, base_url: str) -> str:
 
     def mark(match: re.Match) -> str:
         attributes, body = match.group(1), match.group(2)
+        src = _SRC.search(attributes)
+        if src and re.match(r"(?i)\s*(https?:)?//", src.group(1)):
+            # O MathJax da CDN que o modelo do nbconvert põe: a política o bloquearia; nem é citado.
+            return "<!-- script de outro endereço removido (Content-Security-Policy) -->"
         if "nonce=" in attributes.lower() or not _trusted(attributes, body, static_prefix):
             return match.group(0)
         return f'<script nonce="{nonce}"{attributes}>{body}</script>'
@@ -148,4 +155,6 @@ def _jupyter_server_extension_points():
 
 def _load_jupyter_server_extension(serverapp) -> None:
     install()
-    serverapp.log.info("Formgrader com Content-Security-Policy estrita (transformer_course.instructor.formgrader_csp)")
+    serverapp.log.info(
+        "Formgrader com Content-Security-Policy estrita (transformer_course.instructor.formgrader_csp)"
+    )

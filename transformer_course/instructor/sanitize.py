@@ -59,6 +59,7 @@ _DATA_IMAGE = re.compile(r"data:image/(png|jpeg|gif|webp|svg\+xml);base64,[A-Za-
 _NUMBER = re.compile(r"\d{1,5}(\.\d+)?%?")
 _SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _SAFE_TAG = re.compile(r"[\w-]{1,64}")
+_ATTACHMENT_REF = re.compile(r"attachment:([^\s)\"'<>\]]*)")
 
 _TAGS = set(nh3.ALLOWED_TAGS) - {"map", "area", "nav", "header", "footer"}
 _ATTRIBUTES = deepcopy(nh3.ALLOWED_ATTRIBUTES)
@@ -144,8 +145,11 @@ def _clean_output(output) -> NotebookNode | None:
     kind = output.get("output_type")
     if kind == "stream":
         return NotebookNode(
-            {"output_type": "stream", "name": "stderr" if output.get("name") == "stderr" else "stdout",
-             "text": _text(output.get("text"))}
+            {
+                "output_type": "stream",
+                "name": "stderr" if output.get("name") == "stderr" else "stdout",
+                "text": _text(output.get("text")),
+            }
         )
     if kind == "error":
         return NotebookNode(
@@ -175,7 +179,9 @@ def _clean_output(output) -> NotebookNode | None:
             if _valid_base64(text):
                 clean[mime] = text
                 size = meta.get(mime) if isinstance(meta.get(mime), dict) else {}
-                dims = {k: v for k, v in size.items() if k in ("width", "height") and isinstance(v, int | float)}
+                dims = {
+                    k: v for k, v in size.items() if k in ("width", "height") and isinstance(v, int | float)
+                }
                 if dims:
                     clean_meta[mime] = dims
             else:
@@ -188,7 +194,9 @@ def _clean_output(output) -> NotebookNode | None:
             removed.append(mime)  # application/javascript, widgets, text/vnd.mermaid, ...
     if removed and not clean:
         clean["text/plain"] = _removed_note(removed)
-    out = NotebookNode({"output_type": kind, "data": NotebookNode(clean), "metadata": NotebookNode(clean_meta)})
+    out = NotebookNode(
+        {"output_type": kind, "data": NotebookNode(clean), "metadata": NotebookNode(clean_meta)}
+    )
     if kind == "execute_result":
         count = output.get("execution_count")
         out["execution_count"] = count if isinstance(count, int) and not isinstance(count, bool) else None
@@ -245,7 +253,9 @@ class SanitizeNotebook(Preprocessor):
                 continue
             mime, data = next(iter(images.items()))
             if len(data) > self.max_attachment_bytes:
-                problems.append(f"{name!r}: {len(data) // 1000} kB (limite: {self.max_attachment_bytes // 1000} kB)")
+                problems.append(
+                    f"{name!r}: {len(data) // 1000} kB (limite: {self.max_attachment_bytes // 1000} kB)"
+                )
                 continue
             kept[name] = NotebookNode({mime: data})
         cost = sum(len(next(iter(b.values()))) * _attachment_cost(source, n) for n, b in kept.items())
@@ -285,6 +295,13 @@ class SanitizeNotebook(Preprocessor):
             cell.pop("attachments", None)
         else:
             self._clean_attachments(cell, budget)
+            # Uma referência a um anexo que não existe (removido aqui ou nunca entregue) faria o
+            # nbconvert recusar a página inteira ("missing attachment"): vira um endereço sem efeito.
+            names = set(cell.get("attachments") or {})
+            cell["source"] = _ATTACHMENT_REF.sub(
+                lambda m: m.group(0) if m.group(1) in names else f"anexo-removido:{m.group(1)}",
+                cell["source"],
+            )
         return cell
 
 
