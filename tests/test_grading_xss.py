@@ -244,6 +244,20 @@ def test_formgrader_nonce_only_on_template_scripts():
     assert "connect-src 'self'" in policy and "frame-ancestors 'self'" in policy
 
 
+def test_instructor_servers_enable_formgrader_csp():
+    """O professor abre o Formgrader com a política: no ``make lab`` (--professor) e no hub."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from configure_lab import INSTRUCTOR_SERVER_EXTENSIONS
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert "transformer_course.instructor.formgrader_csp" in INSTRUCTOR_SERVER_EXTENSIONS
+    hub = json.loads((ROOT / "hub" / "perfis" / "professor" / "jupyter_server_config.json").read_text())
+    enabled = hub["ServerApp"]["jpserver_extensions"]
+    assert enabled["nbgrader.server_extensions.formgrader"]
+    assert enabled["transformer_course.instructor.formgrader_csp"]
+
+
 # ---------------------------------------------------------------------- de ponta a ponta, no Chromium
 
 HOSTILE_MD = (
