@@ -75,7 +75,13 @@ FLAGS = [
     "__xss_iframe",
     "__xss_srcdoc",
     "__xss_raw",
+    "__xss_file",
+    "__xss_file_img",
 ]
+# Um arquivo a mais na entrega, que o Formgrader serve em /formgrader/submissions/<id>/pagina.html.
+EXTRA_PAGE = (
+    '<p>arquivo a mais</p><script>window.__xss_file=1</script><img src=x onerror="window.__xss_file_img=1">'
+)
 
 
 def _png(size: int = 8, rgb=(200, 30, 30)) -> bytes:
@@ -389,6 +395,7 @@ def graded(tmp_path_factory):
     folder = course / "grading" / "submitted" / STUDENT / CHAPTER
     folder.mkdir(parents=True)
     nbformat.write(_hostile_notebook(), folder / f"{CHAPTER}.ipynb")
+    (folder / "pagina.html").write_text(EXTRA_PAGE)
     nbgrader(course, "autograde", CHAPTER, "--create")
     nbgrader(course, "generate_feedback", CHAPTER)
     return course
@@ -532,6 +539,10 @@ def _formgrader_session(course, scratch, *, give_grade: bool) -> dict:
                                 "q_scaling", CHAPTER, CHAPTER, STUDENT
                             ).manual_score
                 result["violations"] = page.evaluate("() => window.__violations")
+                # O arquivo a mais da entrega, servido pelo próprio Formgrader, com a mesma política.
+                page.goto(f"{server.base}/formgrader/submissions/{submission_id}/pagina.html")
+                result["extra_flags"] = _flags(page)
+                result["extra_body"] = page.inner_text("body")
             finally:
                 chromium.close()
     finally:
@@ -552,6 +563,7 @@ def test_formgrader_in_chromium(graded, tmp_path):
     assert r["images"] >= 1
     assert r["saved"] == 1, r["violations"]
     assert r["template_js"] == ["function", "string", "object"], r["template_js"]
+    assert r["extra_flags"] == {} and "arquivo a mais" in r["extra_body"]
     # O que a política bloqueou (se algo do aluno escapasse do nh3) nunca é do próprio Formgrader.
     assert not [v for v in r["violations"] if "/formgrader/static/" in (v.get("blocked") or "")], r[
         "violations"
