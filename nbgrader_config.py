@@ -79,6 +79,8 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
+    # O notebook corrigido (o que o Formgrader mostra) sai sem nada que rode no navegador (sanitize.py).
+    "transformer_course.instructor.sanitize.SanitizeNotebook",
     "transformer_course.instructor.judge.SaveJudgedGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
@@ -112,7 +114,12 @@ c.HTMLExporter.extra_template_basedirs = [
 c.HTMLExporter.filters = {
     "pontos": "transformer_course.instructor.preprocessors.points",
     "pontos_por_extenso": "transformer_course.instructor.preprocessors.points_phrase",
+    # O Markdown (respostas escritas, comentários) vira HTML limpo pelo nh3 (sanitize.py).
+    "markdown2html": "transformer_course.instructor.sanitize.markdown2html_inert",
 }
+# Toda página HTML de um notebook do curso (a devolutiva e a entrega que o Formgrader mostra) limpa
+# de novo o conteúdo do aluno ao ser gerada: vale também para notebooks corrigidos antes desta versão.
+c.HTMLExporter.preprocessors = ["transformer_course.instructor.sanitize.SanitizeNotebook"]
 
 # ------------------------------------------------------------------ entregas baixadas de um AVA (zip_collect)
 # `nbgrader zip_collect NN_nome` lê grading/downloaded/NN_nome/archive/ (zips ou arquivos soltos).

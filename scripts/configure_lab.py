@@ -77,6 +77,8 @@ INSTRUCTOR_SERVER_EXTENSIONS = [
     "nbgrader.server_extensions.formgrader",
     "nbgrader.server_extensions.course_list",
     "nbgrader.server_extensions.assignment_list",
+    # As páginas do Formgrader com uma Content-Security-Policy estrita (só os scripts do Formgrader).
+    "transformer_course.instructor.formgrader_csp",
 ]
 
 

@@ -4,6 +4,8 @@
 - ``preprocessors``: preprocessadores do nbgrader/nbconvert (devolutiva em pt-BR, gabarito limpo);
 - ``sandbox``: o kernel confinado (bubblewrap) de toda correção e a barreira da devolutiva;
 - ``submission``: a entrega normalizada antes de rodar (metadados do professor de volta, tags fora);
+- ``sanitize``: o HTML, o SVG e o Markdown das entregas limpos pelo nh3 (Formgrader e devolutiva);
+- ``formgrader_csp``: extensão do Jupyter Server, as páginas do Formgrader com uma CSP estrita;
 - ``judge``: o juiz — as células de teste corrigidas fora do kernel, os pontos só do veredito;
 - ``answer_key``: o pacote que o kernel vê sem o gabarito, e as demonstrações que não rodam na correção;
 - ``cluster``: a tarefa de uma entrega no Dask, pela API Python do nbgrader, e o banco de notas;
