@@ -185,3 +185,30 @@ def test_demonstrations_that_need_the_answers_are_skipped_not_the_answers(chapte
     assert skip, f"{chapter}: nenhuma demonstração usa o gabarito? (a análise não achou nenhuma)"
     for index in skip:
         assert nb.cells[index].cell_type == "code"
+
+
+def _build_in_worker(cache: str):
+    from transformer_course.instructor.answer_key import grading_package
+    from transformer_course.instructor.judge import grading_secret
+
+    root = Path(cache)
+    package = grading_package("02_atencao", root / "pacote", ROOT)
+    return str(package), sorted(p.name for p in package.iterdir()), grading_secret(root)
+
+
+def test_workers_at_the_same_time_share_one_package_and_one_secret(tmp_path):
+    """Os workers do Dask começam juntos: a cópia do pacote e o segredo nascem uma vez, inteiros.
+
+    Antes, dois workers montavam a cópia na mesma pasta temporária (um apagava a do outro) e o segundo
+    a criar o segredo levantava ``FileExistsError``: a primeira entrega da turma dava ERRO às vezes.
+    """
+    import concurrent.futures as cf
+    import multiprocessing
+
+    with cf.ProcessPoolExecutor(6, mp_context=multiprocessing.get_context("spawn")) as pool:
+        results = list(pool.map(_build_in_worker, [str(tmp_path)] * 12))
+    assert len({(path, tuple(names)) for path, names, _ in results}) == 1
+    assert len({secret for _, _, secret in results}) == 1 and len(results[0][2]) == 32
+    assert "_withheld.py" in results[0][1]
+    leftovers = [p.name for p in tmp_path.rglob(".*") if p.name not in (".trinco", ".segredo-dos-testes")]
+    assert not leftovers, leftovers

@@ -33,7 +33,8 @@ from conftest import ROOT, copy_course
 pytestmark = pytest.mark.slow
 
 CHAPTER = "02_atencao"
-CELL_TIMEOUT = 45  # segundos por célula (e por pedido do juiz): o laço infinito custa isso; folga para a máquina ocupada
+# Segundos por célula (e por pedido do juiz): o laço infinito custa isso; folga para a máquina ocupada.
+CELL_TIMEOUT = 45
 FIXTURES = ROOT / "tests" / "fixtures"
 
 

@@ -335,13 +335,21 @@ def grading_package(chapter: str, cache: Path, course_root: Path | None = None) 
 
     ``cache``: uma pasta do corretor. Devolve a pasta ``.../transformer_course`` a montar.
     """
+    import fcntl
+
     withheld = withheld_for_grading(chapter, course_root)
     key = _fingerprint(package_root(), withheld, "grading")
     dest = Path(cache) / f"{chapter}-{key}"
     target = dest / PACKAGE
-    if not (target / "_withheld.py").exists():
-        dest.mkdir(parents=True, exist_ok=True)
-        _build(dest, withheld, "grading", GRADER_ONLY)
+    if (target / "_withheld.py").exists():
+        return target
+    dest.mkdir(parents=True, exist_ok=True)
+    # Os workers do Dask corrigem ao mesmo tempo: um só monta a cópia, os outros esperam por ela (sem
+    # o trinco, um apagava a pasta temporária do outro no meio da cópia e a entrega dava erro).
+    with open(dest / ".trinco", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "_withheld.py").exists():
+            _build(dest, withheld, "grading", GRADER_ONLY)
     return target
 
 

@@ -28,6 +28,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -104,11 +105,18 @@ def grading_secret(course_root: str | os.PathLike) -> bytes:
     except FileNotFoundError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    # Dois workers podem chegar aqui juntos: o segredo nasce completo num arquivo temporário e entra
+    # no lugar com ``link`` (atômico, falha se já existe); quem perde lê o do outro.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".segredo-")
     try:
         os.write(fd, secrets.token_bytes(32))
-    finally:
         os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    finally:
+        os.unlink(tmp)
     return path.read_bytes()
 
 
