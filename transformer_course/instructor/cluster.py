@@ -285,8 +285,9 @@ def _atomic_save_autogrades():
 def __getattr__(name: str):
     # A classe só existe quando pedida (o traitlets a importa pelo nome): importar este módulo não
     # importa o nbgrader.
-    if name == "AtomicSaveAutoGrades":
-        cls = _atomic_save_autogrades()
+    factories = {"AtomicSaveAutoGrades": _atomic_save_autogrades, "IgnoreInterrupt": _ignore_interrupt_plugin}
+    if name in factories:
+        cls = factories[name]()
         globals()[name] = cls
         return cls
     raise AttributeError(name)
@@ -310,6 +311,37 @@ def quiet_worker(log_file: str) -> int:
     os.dup2(fd, 2)
     os.close(fd)
     return os.getpid()
+
+
+def ignore_interrupt() -> int:
+    """O worker ignora o SIGINT (o Ctrl-C do terminal vai ao grupo de processos inteiro).
+
+    Quem para a correção é o serviço (ou o ``grade_class``): ele cancela as tarefas e fecha o
+    cluster; um worker que levasse o Ctrl-C no meio do ``autograde`` teria o ``KeyboardInterrupt``
+    engolido pelo ``capture_log`` do nbgrader (um ``except:`` sem tipo) e a entrega sairia como
+    "não corrigida" por culpa do corretor. Devolve o pid.
+    """
+    import signal
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return os.getpid()
+
+
+def _ignore_interrupt_plugin():
+    from distributed import WorkerPlugin
+
+    class IgnoreInterrupt(WorkerPlugin):
+        """:func:`ignore_interrupt` em todo worker, também nos que o nanny reinicia."""
+
+        name = "ignora-ctrl-c"
+
+        def setup(self, worker):
+            ignore_interrupt()
+
+    IgnoreInterrupt.__module__ = __name__
+    IgnoreInterrupt.__qualname__ = "IgnoreInterrupt"
+    return IgnoreInterrupt
 
 
 @dataclass
