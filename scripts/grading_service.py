@@ -338,6 +338,15 @@ class GradingService:
                 self.failed[student, chapter] = self.stamp(student, chapter)
                 say(f"{student} / {chapter}: devolutiva retida (não liberada): {result.withheld}")
                 continue
+            if result is not None and result.grader_fault:
+                # Nada gravado nem liberado (nunca um 0 por culpa do corretor); com o ambiente
+                # consertado, a próxima partida do serviço corrige a entrega.
+                self.failed[student, chapter] = self.stamp(student, chapter)
+                say(
+                    f"{student} / {chapter}: NÃO corrigida, por uma falha do CORRETOR (não da entrega; "
+                    f"nenhuma nota gravada nem devolutiva liberada): {result.grader_fault}"
+                )
+                continue
             if result is None or not result.ok:
                 self.failed[student, chapter] = self.stamp(student, chapter)
                 say(f"{student} / {chapter}: NÃO corrigida: {reason}")
