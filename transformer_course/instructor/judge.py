@@ -410,6 +410,10 @@ class JudgedExecute(SandboxedExecute):
                 f"o kernel não partiu ou morreu antes de responder ({type(exc).__name__}: {str(exc)[:300]})"
             ) from exc
 
+    # O nbconvert parte o kernel pelas versões síncronas, presas às funções da classe base.
+    start_new_kernel = run_sync(async_start_new_kernel)
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
     async def _preflight(self, cell_index: int) -> None:
         """A checagem prévia, antes da primeira célula: o kernel importa o pacote que o corretor montou?
 
