@@ -380,6 +380,35 @@ def test_ctrl_c_mid_task_stops_within_the_bound(tmp_path):
     not_graded(again.output)
 
 
+def test_grader_fault_is_not_graded_nor_released(tmp_path):
+    """O pacote que o kernel monta não importa (o ambiente do corretor quebrado): a entrega fica
+    "NÃO corrigida, por uma falha do CORRETOR", sem nota (nem 0) e sem devolutiva liberada."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from transformer_course.instructor import answer_key
+
+    course = tmp_path / "curso"
+    make_class(course, {})
+    package = answer_key.grading_package(CHAPTER, course / "grading" / ".pacote-da-correcao", course)
+    init = package / "__init__.py"
+    init.write_text(init.read_text() + '\nraise ImportError("pacote quebrado de propósito pelo teste")\n')
+    exchange = tmp_path / "troca"
+    home = tmp_path / "casa" / "ana"
+    service = Service(course, exchange, "--workers=1")
+    try:
+        submit(home, exchange, "ana", class_submissions()["ana"][0])
+        service.wait_for(r"ana / 02_atencao: NÃO corrigida, por uma falha do CORRETOR")
+        assert "pacote quebrado de propósito pelo teste" in service.output, service.output
+        assert not list((exchange / COURSE_ID / "feedback").glob("*.html")), "devolutiva liberada"
+        assert not list((course / "grading" / "feedback").glob(f"*/{CHAPTER}/*.html"))
+        with Gradebook(f"sqlite:///{course / 'grading' / 'gradebook.db'}") as gb:
+            with pytest.raises(MissingEntry):
+                gb.find_submission(CHAPTER, "ana")
+        assert service.ctrl_c() <= STOP_BOUND + KILL_GRACE, service.output
+    finally:
+        service.kill_group()
+
+
 def test_submission_still_being_copied_is_not_collected(tmp_path):
     """Uma pasta da troca sem ``submission_secret.txt`` (o último arquivo do ``nbgrader submit``) espera.
 
