@@ -111,31 +111,38 @@ class Stop:
     def elapsed(self) -> float:
         return time.monotonic() - (self.requested or time.monotonic())
 
-    def force(self, why: str) -> None:
-        """Termina (SIGTERM) e depois mata (SIGKILL) todos os descendentes; sai do processo."""
+    @staticmethod
+    def reap() -> int:
+        """Termina (SIGTERM) e depois mata (SIGKILL) os descendentes que sobraram; devolve quantos."""
         import psutil
 
-        with self.lock:
+        try:
+            procs = psutil.Process().children(recursive=True)
+        except psutil.Error:
+            return 0
+        for proc in procs:
             try:
-                procs = psutil.Process().children(recursive=True)
+                proc.terminate()
             except psutil.Error:
-                procs = []
-            say(f"parada à força ({why}): terminando {len(procs)} processo(s) do serviço")
-            for proc in procs:
-                try:
-                    proc.terminate()
-                except psutil.Error:
-                    pass
-            _gone, alive = psutil.wait_procs(procs, timeout=KILL_GRACE / 2)
-            for proc in alive:
-                try:
-                    proc.kill()
-                except psutil.Error:
-                    pass
-            psutil.wait_procs(alive, timeout=KILL_GRACE / 2)
+                pass
+        _gone, alive = psutil.wait_procs(procs, timeout=KILL_GRACE / 2)
+        for proc in alive:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(alive, timeout=KILL_GRACE / 2)
+        return len(procs)
+
+    def force(self, why: str) -> None:
+        """O prazo acabou (ou veio um segundo sinal): mata o que sobrou e sai do processo."""
+        with self.lock:
+            say(f"parada à força ({why}): terminando os processos do serviço")
+            count = self.reap()
             say(
-                f"serviço parado em {self.elapsed():.1f} s (limite {self.bound:g} s + {KILL_GRACE:g} s); "
-                "as correções em andamento serão refeitas na próxima partida"
+                f"serviço parado em {self.elapsed():.1f} s (limite {self.bound:g} s + {KILL_GRACE:g} s; "
+                f"{count} processo(s) terminados à força); as correções em andamento serão refeitas "
+                "na próxima partida"
             )
             sys.stdout.flush()
             os._exit(0)
@@ -434,11 +441,14 @@ def main(argv: list[str] | None = None) -> int:
             stop.requested = stop.requested or time.monotonic()
             say(f"parando o serviço de correção (Ctrl-C); limite da parada: {stop.bound:g} s")
             service.close()
-            say(f"serviço parado em {stop.elapsed():.1f} s")
+            left = stop.reap()  # o que o cluster não fechou (um worker preso, um kernel órfão)
+            extra = f" ({left} processo(s) terminados)" if left else ""
+            say(f"serviço parado em {stop.elapsed():.1f} s{extra}")
             return 0
         except (DatabaseUnavailable, RuntimeError) as exc:  # inclui SandboxUnavailable
             say(f"o serviço não pôde continuar: {exc}")
             service.close()
+            stop.reap()
             return 1
     finally:
         stop.done()

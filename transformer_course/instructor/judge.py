@@ -443,11 +443,18 @@ class JudgedExecute(SandboxedExecute):
         for output in probe.outputs:
             for line in str(output.get("text", "")).splitlines():
                 if line.startswith(PREFLIGHT_MARK):
-                    report = json.loads(line[len(PREFLIGHT_MARK) :])
-        confined = bool(getattr(self.km, "_confined", False))
-        package = getattr(self.km, "_package", None) if confined else None
-        if package:
-            expected_root, expected = f"{PACKAGE_MOUNT}/transformer_course", package_digest(package)
+                    try:
+                        report = json.loads(line[len(PREFLIGHT_MARK) :])
+                    except ValueError:
+                        report = None
+        # Confinado, o kernel importa o pacote montado (o ``self._package`` do corretor, em
+        # PACKAGE_MOUNT); sem isolamento (autorizado), o do ambiente, que tem de ser o do corretor.
+        mount = f"{PACKAGE_MOUNT}/transformer_course"
+        confined = getattr(self.km, "_confined", None)
+        if confined is None:  # gerenciador sem o atributo: decide pelo que o kernel respondeu
+            confined = (report or {}).get("root") == mount
+        if confined:
+            expected_root, expected = mount, package_digest(str(self._package))
         else:
             expected_root, expected = None, package_digest(str(package_root()))
         problem = preflight_problem(report, expected_root, expected)
