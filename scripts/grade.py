@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from transformer_course.course import CHAPTERS  # noqa: E402
+from transformer_course.instructor.faults import fault_in_log  # noqa: E402
 from transformer_course.instructor.nbgrader_run import run_nbgrader  # noqa: E402
 from transformer_course.instructor.results import check_notebook_file, fmt_points, read_results  # noqa: E402
 from transformer_course.instructor.sandbox import require_sandbox, withhold_leaky_feedback  # noqa: E402
@@ -98,6 +99,10 @@ def grade(names: list[str], workspace: Path, feedback_dir: Path) -> int:
                 for name in todo:
                     graded = course / "grading" / "autograded" / STUDENT / name / f"{name}.ipynb"
                     if not graded.exists():
+                        fault = fault_in_log(auto.stdout + auto.stderr)
+                        if fault:  # o ambiente, não o seu notebook: nada de 0
+                            problems[name] = f"falha do CORRETOR, não do seu notebook: {fault}"
+                            continue
                         tail = [ln for ln in auto.stderr.splitlines() if "ERROR" in ln or "Error" in ln]
                         problems[name] = "o nbgrader não conseguiu corrigir este notebook" + (
                             f": {tail[-1][-300:]}" if tail else ""

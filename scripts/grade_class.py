@@ -18,7 +18,11 @@ Imprime o quadro alunos × capítulos (pontos automáticos; "*" = questões aber
 corrija no formgrader) e a lista de falhas com o motivo. Nunca altera ``grading/submitted/``.
 Uma entrega já corrigida só é corrigida de novo com ``--force`` (ou se a entrega for mais nova).
 O código de saída é 0 mesmo com entregas ruins (elas aparecem no relatório); 1 quando o
-nbgrader não pôde rodar ou o banco de notas não responde. Se o banco cai no meio do lote, cada
+nbgrader não pôde rodar, o banco de notas não responde ou o corretor falhou. Uma falha do corretor
+(:mod:`transformer_course.instructor.faults`: o kernel não parte, não importa o pacote do curso
+que o corretor montou, o isolamento sumiu) nunca vira o 0 de um aluno: a turma para na primeira,
+com o motivo em pt-BR, nada é gravado para as entregas afetadas e ``grading/notas.csv`` não é
+exportado. Se o banco cai no meio do lote, cada
 entrega o espera por até ``--db-wait`` segundos; se ele não volta, a correção para com um erro que
 diz qual banco faltou (sem a senha), e nada fica pela metade: as notas de um notebook entram numa
 transação só, a versão corrigida de uma entrega interrompida é apagada e a marca em
@@ -108,6 +112,8 @@ def grade_sequential(pairs: list[tuple[str, str]], args, db_url: str) -> tuple[l
         results.append(task)
         if task.db_down and database_down(db_url):
             down = task.reason
+        if task.grader_fault:
+            down = FAULT_NOT_STARTED
     log = "\n".join(f"===== {r.chapter} / {r.student}\n{r.log}" for r in results)
     return results, log
 
@@ -121,7 +127,12 @@ def database_down(db_url: str) -> bool:
     return False
 
 
+FAULT_NOT_STARTED = "correção não iniciada: a turma parou numa falha do corretor"
+
+
 def not_started(student: str, chapter: str, reason: str) -> TaskResult:
+    if reason == FAULT_NOT_STARTED:
+        return TaskResult(student, chapter, False, reason, worker="não iniciada")
     return TaskResult(student, chapter, False, reason, db_down=True, worker="não iniciada")
 
 
@@ -192,6 +203,19 @@ def grade_on_dask(pairs: list[tuple[str, str]], args, db_url: str) -> tuple[list
                 if type(exc).__name__ == "KilledWorker":
                     why = "os workers do Dask morreram repetidas vezes com esta entrega (memória esgotada?)"
                 results.append(TaskResult(student, chapter, False, why))
+                continue
+            if task.grader_fault:
+                # A turma para cedo: o mesmo ambiente falharia com as outras entregas.
+                rest = [f for f in futures if f is not future and not f.done()]
+                client.cancel(rest)
+                done = {(r.student, r.chapter) for r in results}
+                for other in futures:
+                    if other is not future and futures[other] not in done:
+                        if other.done() and other.status == "finished":
+                            results.append(other.result())
+                        else:
+                            results.append(not_started(*futures[other], FAULT_NOT_STARTED))
+                break
         log = "\n".join(
             f"===== {r.chapter} / {r.student} (worker {r.worker}, novas tentativas {r.retries})\n{r.log}"
             for r in sorted(results, key=lambda r: (r.chapter, r.student))
@@ -258,6 +282,31 @@ def database_failed(db_url: str, results: list[TaskResult], down: list[TaskResul
     print(
         "Quando o banco voltar, rode de novo o mesmo comando: o que já foi corrigido não é corrigido "
         "outra vez. Log do nbgrader: grading/autograde.log."
+    )
+    return 1
+
+
+def grader_failed(results: list[TaskResult], faults: list[TaskResult]) -> int:
+    """O corretor falhou (não as entregas): erro claro, em pt-BR; nada exportado; código 1."""
+    first = faults[0]
+    print(f"\nCorreção interrompida por uma falha do CORRETOR, não das entregas: {first.grader_fault}")
+    others = sorted({r.grader_fault for r in faults[1:]} - {first.grader_fault})
+    for reason in others:
+        print(f"  outra falha do corretor: {reason}")
+    done = [r for r in results if r.ok]
+    pending = [r for r in results if not r.ok]
+    print(f"Corrigidas antes da falha: {len(done)} de {len(results)} entrega(s).")
+    print(
+        f"Não corrigidas ({len(pending)}; nenhuma nota gravada para elas, nem 0: são refeitas na próxima "
+        "execução):"
+    )
+    for task in sorted(pending, key=lambda r: (r.chapter, r.student)):
+        why = "falha do corretor" if task.grader_fault else (task.reason or "não corrigida")
+        print(f"  {task.student} / {task.chapter}: {why}")
+    print(
+        "grading/notas.csv NÃO foi exportado. Conserte o ambiente do corretor (o pacote do curso que o "
+        "ambiente Python importa, o bubblewrap) e rode de novo o mesmo comando. Log do nbgrader: "
+        "grading/autograde.log."
     )
     return 1
 
@@ -372,6 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - started
     log_path.write_text("\n".join(logs))
 
+    faults = [r for r in results if r.grader_fault]
+    if faults:
+        return grader_failed(results, faults)
     down = [r for r in results if r.db_down]
     if down:
         return database_failed(db_url, results, down)

@@ -17,8 +17,16 @@ das questões abertas dadas no formgrader ficam no gradebook; ``nbgrader generat
 as inclui depois (o serviço não recorrige uma entrega que não mudou).
 
 Para uma demonstração local, o serviço cria a área de troca (padrão ``grading/exchange``) e
-publica os capítulos (``release_assignment``). Ctrl-C para com calma (as correções em andamento
-são refeitas na próxima partida).
+publica os capítulos (``release_assignment``). Ctrl-C (ou SIGTERM) para o serviço, o scheduler e
+os workers em até ``STOP_BOUND`` segundos, façam eles o que fizerem (ociosos, no meio de uma
+correção, abrindo ou fechando um kernel): primeiro com calma; passado o prazo, um vigia termina
+(SIGTERM) e depois mata (SIGKILL) os processos que sobraram. As notas já gravadas ficam; as
+correções em andamento são refeitas na próxima partida.
+
+O SIGINT é armado pelo próprio serviço: um processo iniciado em segundo plano por um shell sem
+controle de jobs (``comando &`` num script, o ``make`` do CI, um worker do pytest-xdist) herda o
+SIGINT **ignorado**, e o Python só instala o seu tratador (``KeyboardInterrupt``) quando o SIGINT
+chega no padrão: sem isto, o Ctrl-C nunca chegava ao serviço nem aos workers.
 
 Uso: python scripts/grading_service.py [NN_nome ...] [--exchange PASTA] [--scheduler tcp://HOST:8786]
      [--workers N] [--db URL] [--intervalo S] [--timeout S]
@@ -32,6 +40,7 @@ import os
 import signal
 import stat
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -45,6 +54,7 @@ from transformer_course.instructor.cluster import (  # noqa: E402
     course_db_url,
     describe_db,
     grade_submission,
+    ignore_interrupt,
     newest_submissions,
     prepare_gradebook,
     quiet_worker,
@@ -53,9 +63,93 @@ from transformer_course.instructor.cluster import (  # noqa: E402
 )
 from transformer_course.instructor.nbgrader_run import nbgrader_env  # noqa: E402
 
+# O limite da parada: do Ctrl-C (ou SIGTERM) até não sobrar processo do serviço (scheduler, workers e
+# os kernels deles). Até STOP_BOUND segundos com calma; depois, o vigia termina tudo à força, em no
+# máximo KILL_GRACE segundos a mais (SIGTERM, e SIGKILL no que não saiu).
+STOP_BOUND = 20.0
+KILL_GRACE = 5.0
+
 
 def say(message: str) -> None:
     print(f"[{dt.datetime.now():%H:%M:%S}] {message}", flush=True)
+
+
+class Stop:
+    """O pedido de parada (Ctrl-C, SIGTERM) e o vigia que garante o limite da parada.
+
+    O primeiro sinal levanta ``KeyboardInterrupt`` no laço e arma o vigia; um segundo sinal, ou o
+    prazo esgotado, termina os processos filhos à força. O pedido fica marcado em ``requested``:
+    o ``capture_log`` do nbgrader (``collect``, ``release_feedback``) engole o ``KeyboardInterrupt``
+    num ``except:`` sem tipo, então o laço confere a marca a cada passo.
+    """
+
+    def __init__(self, bound: float = STOP_BOUND):
+        self.bound = bound
+        self.requested: float | None = None
+        self.timer: threading.Timer | None = None
+        self.lock = threading.Lock()
+
+    def arm(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self.handler)
+
+    def handler(self, signum, frame) -> None:
+        if self.requested is not None:
+            self.force(f"{signal.Signals(signum).name} de novo")
+            return
+        self.requested = time.monotonic()
+        self.timer = threading.Timer(self.bound, self.force, args=(f"prazo de {self.bound:g} s esgotado",))
+        self.timer.daemon = True
+        self.timer.start()
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Levanta ``KeyboardInterrupt`` se a parada foi pedida (e o ``capture_log`` a engoliu)."""
+        if self.requested is not None:
+            raise KeyboardInterrupt
+
+    def elapsed(self) -> float:
+        return time.monotonic() - (self.requested or time.monotonic())
+
+    @staticmethod
+    def reap() -> int:
+        """Termina (SIGTERM) e depois mata (SIGKILL) os descendentes que sobraram; devolve quantos."""
+        import psutil
+
+        try:
+            procs = psutil.Process().children(recursive=True)
+        except psutil.Error:
+            return 0
+        for proc in procs:
+            try:
+                proc.terminate()
+            except psutil.Error:
+                pass
+        _gone, alive = psutil.wait_procs(procs, timeout=KILL_GRACE / 2)
+        for proc in alive:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(alive, timeout=KILL_GRACE / 2)
+        return len(procs)
+
+    def force(self, why: str) -> None:
+        """O prazo acabou (ou veio um segundo sinal): mata o que sobrou e sai do processo."""
+        with self.lock:
+            say(f"parada à força ({why}): terminando os processos do serviço")
+            count = self.reap()
+            say(
+                f"serviço parado em {self.elapsed():.1f} s (limite {self.bound:g} s + {KILL_GRACE:g} s; "
+                f"{count} processo(s) terminados à força); as correções em andamento serão refeitas "
+                "na próxima partida"
+            )
+            sys.stdout.flush()
+            os._exit(0)
+
+    def done(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
 
 
 def _read(path: Path) -> str | None:
@@ -79,8 +173,9 @@ def _parse_ts(text: str | None) -> dt.datetime | None:
 class GradingService:
     """O laço do serviço: varre a troca, recolhe, manda corrigir no Dask, libera as devolutivas."""
 
-    def __init__(self, args):
+    def __init__(self, args, stop: Stop | None = None):
         self.args = args
+        self.stop = stop or Stop()
         self.db_url = course_db_url(ROOT, args.db)
         self.exchange = str(Path(args.exchange).resolve())
         self.api = course_api(str(ROOT), self.db_url, args.timeout, self.exchange)
@@ -141,6 +236,11 @@ class GradingService:
         )
         client = Client(cluster)
         client.run(quiet_worker, str(ROOT / "grading" / "dask-workers.log"))
+        # Os workers ignoram o Ctrl-C do terminal (que vai ao grupo todo): quem os para é o serviço.
+        client.run(ignore_interrupt)
+        from transformer_course.instructor.cluster import IgnoreInterrupt
+
+        client.register_plugin(IgnoreInterrupt())
         return client, cluster
 
     # ------------------------------------------------------------ estado (troca + pasta do curso)
@@ -183,12 +283,15 @@ class GradingService:
                 coursedir=self.api.coursedir, authenticator=self.api.authenticator, parent=self.api
             )
             app.update = True
-            return capture_log(app)
+            result = capture_log(app)
+        self.stop.check()
+        return result
 
     # ------------------------------------------------------------ uma volta do laço
     def poll(self) -> None:
         busy = {(s, c) for s, c, _ in self.in_flight.values()}
         for (student, chapter), (when, _name) in sorted(self.newest_submissions().items()):
+            self.stop.check()
             if (student, chapter) in busy:
                 continue  # a nova entrega entra na próxima volta, depois desta correção
             submitted = self.folder("submitted", student, chapter)
@@ -243,6 +346,15 @@ class GradingService:
                 self.failed[student, chapter] = self.stamp(student, chapter)
                 say(f"{student} / {chapter}: devolutiva retida (não liberada): {result.withheld}")
                 continue
+            if result is not None and result.grader_fault:
+                # Nada gravado nem liberado (nunca um 0 por culpa do corretor); com o ambiente
+                # consertado, a próxima partida do serviço corrige a entrega.
+                self.failed[student, chapter] = self.stamp(student, chapter)
+                say(
+                    f"{student} / {chapter}: NÃO corrigida, por uma falha do CORRETOR (não da entrega; "
+                    f"nenhuma nota gravada nem devolutiva liberada): {result.grader_fault}"
+                )
+                continue
             if result is None or not result.ok:
                 self.failed[student, chapter] = self.stamp(student, chapter)
                 say(f"{student} / {chapter}: NÃO corrigida: {reason}")
@@ -267,6 +379,7 @@ class GradingService:
 
     def release(self, student: str, chapter: str, when: dt.datetime) -> None:
         result = self.api.release_feedback(chapter, student)
+        self.stop.check()
         if not result["success"]:
             say(f"{student} / {chapter}: liberar a devolutiva falhou: {result.get('error', '')[-300:]}")
             return
@@ -310,6 +423,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--timeout", type=int, default=None, help="limite por célula em segundos")
     parser.add_argument(
+        "--limite-parada",
+        type=float,
+        default=STOP_BOUND,
+        help=f"segundos para parar com calma depois do Ctrl-C; depois, à força (padrão: {STOP_BOUND:g})",
+    )
+    parser.add_argument(
         "--sem-isolamento",
         action="store_true",
         help="aceita corrigir sem o kernel confinado onde o isolamento não existe (arriscado)",
@@ -323,23 +442,33 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     names = args.chapters or available
 
-    # SIGTERM (systemd, docker stop) para com calma, como o Ctrl-C.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    service = GradingService(args)
+    # Ctrl-C e SIGTERM (systemd, docker stop) param com calma, dentro do limite (veja Stop). O SIGINT
+    # é armado aqui mesmo que o processo o tenha herdado ignorado (iniciado em segundo plano).
+    stop = Stop(args.limite_parada)
+    stop.arm()
+    service = GradingService(args, stop)
     try:
-        service.setup(names)
-        while True:
-            service.poll()
-            time.sleep(args.intervalo)
-    except KeyboardInterrupt:
-        say("parando o serviço de correção (Ctrl-C)")
-        service.close()
-        say("serviço parado")
-        return 0
-    except (DatabaseUnavailable, RuntimeError) as exc:  # inclui SandboxUnavailable
-        say(f"o serviço não pôde continuar: {exc}")
-        service.close()
-        return 1
+        try:
+            service.setup(names)
+            while True:
+                service.poll()
+                stop.check()
+                time.sleep(args.intervalo)
+        except KeyboardInterrupt:
+            stop.requested = stop.requested or time.monotonic()
+            say(f"parando o serviço de correção (Ctrl-C); limite da parada: {stop.bound:g} s")
+            service.close()
+            left = stop.reap()  # o que o cluster não fechou (um worker preso, um kernel órfão)
+            extra = f" ({left} processo(s) terminados)" if left else ""
+            say(f"serviço parado em {stop.elapsed():.1f} s{extra}")
+            return 0
+        except (DatabaseUnavailable, RuntimeError) as exc:  # inclui SandboxUnavailable
+            say(f"o serviço não pôde continuar: {exc}")
+            service.close()
+            stop.reap()
+            return 1
+    finally:
+        stop.done()
 
 
 if __name__ == "__main__":

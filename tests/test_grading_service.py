@@ -22,12 +22,33 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import BIN
+from conftest import BIN, ROOT
 from test_grading_parallel import CHAPTER, class_submissions, make_class
 
 pytestmark = pytest.mark.slow
 
 COURSE_ID = "transformers-do-zero"
+
+
+def _stop_bound() -> tuple[float, float]:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import grading_service
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return grading_service.STOP_BOUND, grading_service.KILL_GRACE
+
+
+STOP_BOUND, KILL_GRACE = _stop_bound()
+
+# O serviço parte com o SIGINT IGNORADO, como o herda quem é iniciado em segundo plano por um shell
+# sem controle de jobs (``comando &`` num script, o ``make test`` do CI): foi assim que o Ctrl-C
+# deixou de parar o serviço no CI (o Python só arma o ``KeyboardInterrupt`` se o SIGINT chega no
+# padrão). O Ctrl-C tem de funcionar do mesmo jeito em qualquer terminal.
+SIGINT_IGNORED = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
 
 
 class Service:
@@ -39,6 +60,8 @@ class Service:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
+                "-c",
+                SIGINT_IGNORED,
                 str(course / "scripts" / "grading_service.py"),
                 CHAPTER,
                 f"--exchange={exchange}",
@@ -83,6 +106,34 @@ class Service:
         except ProcessLookupError:
             return False
         return True
+
+    def descendants(self):
+        import psutil
+
+        try:
+            return psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def kernels(self):
+        """Os kernels que os workers do serviço abriram (processos ``ipykernel``)."""
+        found = []
+        for proc in self.descendants():
+            try:
+                if any("ipykernel" in part for part in proc.cmdline()):
+                    found.append(proc)
+            except Exception:  # noqa: BLE001 - o processo acabou de sair
+                pass
+        return found
+
+    def ctrl_c(self) -> float:
+        """Manda o SIGINT, espera a saída (código 0) e devolve o tempo que o próprio serviço mediu."""
+        self.proc.send_signal(signal.SIGINT)
+        assert self.proc.wait(timeout=300) == 0, self.output
+        self.reader.join(timeout=10)
+        found = re.findall(r"serviço parado em ([\d.]+) s", self.output)
+        assert found, self.output
+        return float(found[-1])
 
     def kill_group(self) -> None:
         if self.group_alive():
@@ -198,11 +249,8 @@ def test_submit_feedback_resubmit_manual_grade_and_ctrl_c(tmp_path):
             nb = gb.find_submission_notebook(CHAPTER, CHAPTER, "ana")
             assert {g.name: g.manual_score for g in nb.grades if g.name in manual} == manual
 
-        # 4. Ctrl-C: para com calma, código 0, sem processos sobrando.
-        service.proc.send_signal(signal.SIGINT)
-        assert service.proc.wait(timeout=120) == 0, service.output
-        service.reader.join(timeout=10)
-        assert "serviço parado" in service.output
+        # 4. Ctrl-C (ocioso): para dentro do limite, código 0, sem processos sobrando.
+        assert service.ctrl_c() <= STOP_BOUND + KILL_GRACE, service.output
         deadline = time.monotonic() + 30
         while service.group_alive() and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -235,12 +283,9 @@ def test_service_killed_mid_batch_resumes(tmp_path):
     again = Service(course, exchange, "--workers=1")
     try:
         again.wait_for(r"devolutiva liberada", times=len(subs) - len(done))
+        assert again.ctrl_c() <= STOP_BOUND + KILL_GRACE, again.output
     finally:
-        again.proc.send_signal(signal.SIGINT)
-        try:
-            again.proc.wait(timeout=120)
-        finally:
-            again.kill_group()
+        again.kill_group()
     print(first, "\n-----\n", again.output)
     for name in done:  # nada corrigido duas vezes
         assert f"{name} / 02_atencao: corrigindo" not in again.output
@@ -255,6 +300,113 @@ def test_service_killed_mid_batch_resumes(tmp_path):
         assert sorted(s.student.id for s in gb.find_assignment(CHAPTER).submissions) == sorted(subs)
     for path, digest in hashes.items():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} foi modificado"
+
+
+def _wait_until(condition, what: str, service: Service, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if service.proc.poll() is not None:
+            raise AssertionError(f"o serviço saiu antes de {what}:\n{service.output}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"esperando {what}:\n{service.output}")
+        time.sleep(0.2)
+
+
+def test_ctrl_c_mid_task_stops_within_the_bound(tmp_path):
+    """Ctrl-C no meio de uma correção (um kernel rodando um laço sem fim) e ao abrir um kernel.
+
+    O serviço, o scheduler, os workers e os kernels saem dentro do limite da parada; a entrega em
+    andamento não fica com nota nem com versão corrigida e é refeita na partida seguinte. Na segunda
+    vez o limite é mínimo (``--limite-parada``): quem para tudo é o vigia, à força.
+    """
+    from nbgrader.api import Gradebook, MissingEntry
+
+    sol = class_submissions()["ana"][0]
+    endless = nbformat.from_dict(sol)
+    for cell in endless.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "sdpa":
+            cell.source = "while True:\n    pass\n\n" + cell.source
+    course = tmp_path / "curso"
+    make_class(course, {})
+    exchange = tmp_path / "troca"
+    marker = course / "grading" / ".em_andamento" / f"davi__{CHAPTER}"
+    graded = course / "grading" / "autograded" / "davi" / CHAPTER / f"{CHAPTER}.ipynb"
+
+    def not_graded(output: str) -> None:
+        # O nbgrader cria as linhas da entrega no gradebook (sem nota automática) e copia o notebook
+        # antes de executá-lo; nada disso pode parecer uma correção terminada.
+        assert marker.exists(), f"a marca da correção em andamento sumiu: ela não seria refeita\n{output}"
+        if graded.exists():
+            nb = nbformat.read(graded, as_version=4)
+            assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), output
+        with Gradebook(f"sqlite:///{course / 'grading' / 'gradebook.db'}") as gb:
+            try:
+                sub = gb.find_submission(CHAPTER, "davi")
+            except MissingEntry:
+                return
+            autos = [g.auto_score for nb in sub.notebooks for g in nb.grades]
+            assert all(a is None for a in autos), f"nota automática gravada: {autos}\n{output}"
+
+    service = Service(course, exchange, "--workers=1", "--timeout=3600")
+    try:
+        submit(tmp_path / "casa" / "davi", exchange, "davi", endless)
+        service.wait_for(r"davi / 02_atencao: corrigindo")
+        _wait_until(lambda: service.kernels(), "o kernel da correção", service)
+        kernels = service.kernels()
+        procs = [*service.descendants()]
+        assert service.ctrl_c() <= STOP_BOUND + KILL_GRACE, service.output
+        import psutil
+
+        _gone, alive = psutil.wait_procs(procs, timeout=30)
+        assert not alive, f"sobraram processos: {alive} (kernels: {kernels})"
+    finally:
+        service.kill_group()
+    not_graded(service.output)
+
+    # De novo, Ctrl-C logo que a correção refeita começa (o kernel abrindo); limite mínimo.
+    again = Service(course, exchange, "--workers=1", "--timeout=3600", "--limite-parada=0.5")
+    try:
+        again.wait_for(r"davi / 02_atencao: corrigindo")
+        procs = [*again.descendants()]
+        assert again.ctrl_c() <= 0.5 + KILL_GRACE, again.output
+        assert "parada à força" in again.output, again.output
+        import psutil
+
+        _gone, alive = psutil.wait_procs(procs + again.descendants(), timeout=30)
+        assert not alive, f"sobraram processos: {alive}"
+    finally:
+        again.kill_group()
+    print(service.output, "\n-----\n", again.output)
+    not_graded(again.output)
+
+
+def test_grader_fault_is_not_graded_nor_released(tmp_path):
+    """O pacote que o kernel monta não importa (o ambiente do corretor quebrado): a entrega fica
+    "NÃO corrigida, por uma falha do CORRETOR", sem nota (nem 0) e sem devolutiva liberada."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from transformer_course.instructor import answer_key
+
+    course = tmp_path / "curso"
+    make_class(course, {})
+    package = answer_key.grading_package(CHAPTER, course / "grading" / ".pacote-da-correcao", course)
+    init = package / "__init__.py"
+    init.write_text(init.read_text() + '\nraise ImportError("pacote quebrado de propósito pelo teste")\n')
+    exchange = tmp_path / "troca"
+    home = tmp_path / "casa" / "ana"
+    service = Service(course, exchange, "--workers=1")
+    try:
+        submit(home, exchange, "ana", class_submissions()["ana"][0])
+        service.wait_for(r"ana / 02_atencao: NÃO corrigida, por uma falha do CORRETOR")
+        assert "pacote quebrado de propósito pelo teste" in service.output, service.output
+        assert not list((exchange / COURSE_ID / "feedback").glob("*.html")), "devolutiva liberada"
+        assert not list((course / "grading" / "feedback").glob(f"*/{CHAPTER}/*.html"))
+        with Gradebook(f"sqlite:///{course / 'grading' / 'gradebook.db'}") as gb:
+            with pytest.raises(MissingEntry):
+                gb.find_submission(CHAPTER, "ana")
+        assert service.ctrl_c() <= STOP_BOUND + KILL_GRACE, service.output
+    finally:
+        service.kill_group()
 
 
 def test_submission_still_being_copied_is_not_collected(tmp_path):

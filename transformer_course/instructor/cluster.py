@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .faults import fault_in_log
+
 # ====================================================================== o banco de notas
 
 
@@ -285,8 +287,9 @@ def _atomic_save_autogrades():
 def __getattr__(name: str):
     # A classe só existe quando pedida (o traitlets a importa pelo nome): importar este módulo não
     # importa o nbgrader.
-    if name == "AtomicSaveAutoGrades":
-        cls = _atomic_save_autogrades()
+    factories = {"AtomicSaveAutoGrades": _atomic_save_autogrades, "IgnoreInterrupt": _ignore_interrupt_plugin}
+    if name in factories:
+        cls = factories[name]()
         globals()[name] = cls
         return cls
     raise AttributeError(name)
@@ -312,6 +315,37 @@ def quiet_worker(log_file: str) -> int:
     return os.getpid()
 
 
+def ignore_interrupt() -> int:
+    """O worker ignora o SIGINT (o Ctrl-C do terminal vai ao grupo de processos inteiro).
+
+    Quem para a correção é o serviço (ou o ``grade_class``): ele cancela as tarefas e fecha o
+    cluster; um worker que levasse o Ctrl-C no meio do ``autograde`` teria o ``KeyboardInterrupt``
+    engolido pelo ``capture_log`` do nbgrader (um ``except:`` sem tipo) e a entrega sairia como
+    "não corrigida" por culpa do corretor. Devolve o pid.
+    """
+    import signal
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return os.getpid()
+
+
+def _ignore_interrupt_plugin():
+    from distributed import WorkerPlugin
+
+    class IgnoreInterrupt(WorkerPlugin):
+        """:func:`ignore_interrupt` em todo worker, também nos que o nanny reinicia."""
+
+        name = "ignora-ctrl-c"
+
+        def setup(self, worker):
+            ignore_interrupt()
+
+    IgnoreInterrupt.__module__ = __name__
+    IgnoreInterrupt.__qualname__ = "IgnoreInterrupt"
+    return IgnoreInterrupt
+
+
 @dataclass
 class TaskResult:
     """O que uma tarefa devolve ao instrutor (nada de objetos do nbgrader: só texto e números)."""
@@ -328,6 +362,7 @@ class TaskResult:
     feedback: bool = False
     withheld: str = ""  # a devolutiva continha material do professor e não foi publicada
     db_down: bool = False  # o banco de notas não respondeu (dentro do prazo --db-wait)
+    grader_fault: str = ""  # falha do corretor, não da entrega (faults.GraderFault): nada gravado
     extra: dict = field(default_factory=dict)
 
 
@@ -366,6 +401,27 @@ def failure_reason(log: str) -> str:
         if stripped and not stripped.startswith(("File ", "^", "[")) and ":" in stripped:
             return f"erro do nbgrader: {stripped[:300]}"
     return "o nbgrader não gerou a versão corrigida"
+
+
+def drop_ungraded_submission(db_url: str, chapter: str, student: str) -> None:
+    """Tira do gradebook a entrega que o ``autograde`` abriu e não chegou a corrigir.
+
+    O nbgrader cria a entrega (e as linhas das notas, sem nota automática) antes de executar o
+    notebook; o ``nbgrader export`` a exportaria com 0. Uma entrega que já tinha notas de uma
+    correção anterior fica como estava (as notas gravadas continuam valendo).
+    """
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db_url) as gb:
+        try:
+            sub = gb.find_submission(chapter, student)
+        except MissingEntry:
+            return
+        graded = any(
+            g.auto_score is not None or g.manual_score is not None for nb in sub.notebooks for g in nb.grades
+        )
+        if not graded:
+            gb.remove_submission(chapter, student)
 
 
 def stop_requested(stop_event: str | None) -> bool:
@@ -465,6 +521,15 @@ def grade_submission(
         # O nbgrader já apaga a pasta da tentativa que falhou; se sobrou o notebook, sai também
         # (nada de versão corrigida com aparência de pronta sem as notas no banco).
         (graded / f"{chapter}.ipynb").unlink(missing_ok=True)
+    elif fault_in_log(text) is not None:
+        # Falha do corretor (o kernel não partiu, não importa o pacote do curso, o juiz quebrou):
+        # nada gravado, e a marca fica para a próxima execução refazer a entrega.
+        out.grader_fault = fault_in_log(text) or "falha do corretor"
+        out.reason = f"não corrigida por uma falha do corretor, não da entrega: {out.grader_fault}"
+        finished = False
+        (graded / f"{chapter}.ipynb").unlink(missing_ok=True)
+        with _LOCK:
+            drop_ungraded_submission(db_url, chapter, student)
     elif not (graded / f"{chapter}.ipynb").exists():
         out.reason = failure_reason(text) + " (veja grading/autograde.log)"
     else:

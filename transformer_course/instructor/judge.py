@@ -17,7 +17,10 @@ do nbgrader. Nada que o kernel publique — um ``execute_result``, a falta de um
 do IPython, um tensor que mente — conta ponto: a nota de uma célula de teste sai só do veredito.
 
 Uma falha do próprio juiz (um erro que não é a falha de uma verificação) não vira 0 do aluno: a
-correção daquela entrega para com :class:`JudgeFault`, que diz o que houve.
+correção daquela entrega para com :class:`JudgeFault`, que diz o que houve. O mesmo vale para o
+ambiente do corretor (:mod:`.faults`): antes da primeira célula do aluno, a checagem prévia confere
+que o kernel partiu e importa exatamente o pacote do curso que o corretor montou (a impressão
+digital dos arquivos ``.py``); se não, a entrega não é corrigida (:class:`GraderFault`).
 """
 
 from __future__ import annotations
@@ -42,10 +45,12 @@ from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor, SaveAutoGrades
 
 from ..harness import MIME
-from .answer_key import cells_to_skip, grading_package
-from .sandbox import SandboxedExecute
+from .answer_key import cells_to_skip, grading_package, package_root
+from .faults import GraderFault
+from .sandbox import PACKAGE_MOUNT, SandboxedExecute
 
 __all__ = [
+    "GraderFault",
     "JudgeFault",
     "JudgedExecute",
     "SaveJudgedGrades",
@@ -60,8 +65,92 @@ META_KEY = "transformer_course"  # onde o veredito fica, nos metadados da célul
 SECRET_FILE = ".segredo-dos-testes"
 
 
-class JudgeFault(RuntimeError):
+class JudgeFault(GraderFault):
     """O juiz falhou por conta própria (um erro do curso, não da entrega): nada é gravado."""
+
+
+# ====================================================================== a checagem prévia do kernel
+
+# A impressão digital de um pacote: os caminhos e o conteúdo dos ``.py`` (sem ``__pycache__``). O
+# mesmo código roda no corretor e, como texto, no kernel (que não importa nada do corretor).
+_DIGEST_SOURCE = """
+def _package_digest(root):
+    import hashlib, os
+    found = []
+    for base, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        found += [os.path.join(base, f) for f in files if f.endswith(".py")]
+    digest = hashlib.sha256()
+    for path in sorted(os.path.relpath(f, root) for f in found):
+        digest.update(path.encode())
+        with open(os.path.join(root, path), "rb") as fh:
+            digest.update(fh.read())
+    return digest.hexdigest()
+"""
+_namespace: dict = {}
+exec(_DIGEST_SOURCE, _namespace)  # noqa: S102 - código nosso, fixo
+package_digest = _namespace["_package_digest"]
+
+PREFLIGHT_MARK = "preflight-transformers-do-zero:"
+PREFLIGHT_TIMEOUT = 300  # s: partir o pacote (e o torch) numa máquina ocupada
+
+PREFLIGHT_CODE = (
+    _DIGEST_SOURCE
+    + f"""
+def _preflight():
+    import json, os, sys
+    out = {{"cwd": os.path.realpath(os.getcwd())}}
+    try:
+        import transformer_course
+        from transformer_course import harness
+        root = os.path.dirname(os.path.realpath(transformer_course.__file__))
+        out.update(root=root, digest=_package_digest(root))
+    except BaseException as exc:
+        out["error"] = f"{{type(exc).__name__}}: {{exc}}"
+        cwd = out["cwd"]
+        out["shadow"] = sorted(
+            n for n in os.listdir(cwd)
+            if n.endswith(".py") or os.path.isfile(os.path.join(cwd, n, "__init__.py"))
+        )
+    print({PREFLIGHT_MARK!r} + json.dumps(out), flush=True)
+_preflight()
+del _preflight, _package_digest
+"""
+)
+
+
+def preflight_problem(report: dict | None, expected_root: str | None, expected_digest: str) -> str | None:
+    """Por que a checagem prévia do kernel acusa uma falha do corretor (em pt-BR), ou ``None``.
+
+    ``report``: o que o kernel respondeu (``None``: nada). ``expected_root``: onde o kernel deve
+    achar o pacote (``None``: qualquer lugar, kernel não confinado). Um pacote (ou módulo) trazido
+    pela própria entrega, na pasta dela, é escolha do aluno, não falha do corretor.
+    """
+    if report is None:
+        return "o kernel não respondeu à checagem prévia (o ambiente do corretor não roda o harness)"
+    cwd = report.get("cwd", "")
+    if "error" in report:
+        if report.get("shadow"):
+            return None  # a entrega traz módulos que escondem os do ambiente: culpa dela
+        return (
+            f"o kernel não importa o pacote do curso ({report['error'][:300]}): o ambiente Python do "
+            "corretor está quebrado ou não enxerga o pacote montado"
+        )
+    root = report.get("root", "")
+    if cwd and (root == cwd or root.startswith(cwd + "/")):
+        return None  # a entrega trouxe o próprio transformer_course
+    if expected_root is not None and root != expected_root:
+        return (
+            f"o kernel importou o pacote do curso de {root}, não o que o corretor montou em "
+            f"{expected_root} (o ambiente Python põe outra cópia do curso na frente)"
+        )
+    if report.get("digest") != expected_digest:
+        return (
+            f"o pacote do curso que o kernel importou ({root}) não é o do corretor: impressão digital "
+            f"{str(report.get('digest'))[:12]} no kernel, {expected_digest[:12]} no corretor (o ambiente "
+            "foi instalado de outra cópia do curso, ou o pacote mudou no meio da correção)"
+        )
+    return None
 
 
 @dataclass
@@ -277,6 +366,7 @@ class JudgedExecute(SandboxedExecute):
         self._source_cells = _source_test_sources(
             root, info.get("assignment") or self._chapter, self._chapter
         )
+        self._preflight_done = False
         try:
             nb, resources = super().preprocess(nb, resources, km)
         finally:
@@ -312,9 +402,78 @@ class JudgedExecute(SandboxedExecute):
             km.package_dir = str(self._package)
         return km
 
+    async def async_start_new_kernel(self, **kwargs):
+        try:
+            return await super().async_start_new_kernel(**kwargs)
+        except GraderFault:
+            raise
+        except Exception as exc:  # noqa: BLE001 - nenhuma entrega chegou a rodar: falha do corretor
+            raise GraderFault(f"o kernel não partiu ({type(exc).__name__}: {str(exc)[:300]})") from exc
+
+    async def async_start_new_kernel_client(self):
+        try:
+            return await super().async_start_new_kernel_client()
+        except Exception as exc:  # noqa: BLE001 - idem
+            raise GraderFault(
+                f"o kernel não partiu ou morreu antes de responder ({type(exc).__name__}: {str(exc)[:300]})"
+            ) from exc
+
+    # O nbconvert parte o kernel pelas versões síncronas, presas às funções da classe base.
+    start_new_kernel = run_sync(async_start_new_kernel)
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
+    async def _preflight(self, cell_index: int) -> None:
+        """A checagem prévia, antes da primeira célula: o kernel importa o pacote que o corretor montou?
+
+        Levanta :class:`GraderFault` (nada é gravado para a entrega) se não.
+        """
+        import json
+
+        from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+        self._preflight_done = True
+        original = self.nb.cells[cell_index]
+        probe = new_code_cell(source=PREFLIGHT_CODE)
+        timeout = self.timeout
+        self.timeout = max(timeout or 0, PREFLIGHT_TIMEOUT)
+        try:
+            await super().async_execute_cell(probe, cell_index, store_history=False)
+        except (DeadKernelError, CellTimeoutError) as exc:
+            raise GraderFault(
+                f"o kernel parou ou não respondeu na checagem prévia, antes de qualquer código do "
+                f"aluno ({type(exc).__name__})"
+            ) from exc
+        finally:
+            self.timeout = timeout
+            self.nb.cells[cell_index] = original
+            self.code_cells_executed -= 1  # a checagem não conta na numeração das células
+        report = None
+        for output in probe.outputs:
+            for line in str(output.get("text", "")).splitlines():
+                if line.startswith(PREFLIGHT_MARK):
+                    try:
+                        report = json.loads(line[len(PREFLIGHT_MARK) :])
+                    except ValueError:
+                        report = None
+        # Confinado, o kernel importa o pacote montado (o ``self._package`` do corretor, em
+        # PACKAGE_MOUNT); sem isolamento (autorizado), o do ambiente, que tem de ser o do corretor.
+        mount = f"{PACKAGE_MOUNT}/transformer_course"
+        confined = getattr(self.km, "_confined", None)
+        if confined is None:  # gerenciador sem o atributo: decide pelo que o kernel respondeu
+            confined = (report or {}).get("root") == mount
+        if confined:
+            expected_root, expected = mount, package_digest(str(self._package))
+        else:
+            expected_root, expected = None, package_digest(str(package_root()))
+        problem = preflight_problem(report, expected_root, expected)
+        if problem:
+            raise GraderFault(problem)
+
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         from nbclient.exceptions import DeadKernelError
 
+        if not self._preflight_done:
+            await self._preflight(cell_index)
         grade_id = self._tests.get(cell_index)
         if grade_id is None:
             if self._stopped:
