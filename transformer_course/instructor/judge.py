@@ -484,7 +484,7 @@ class JudgedExecute(SandboxedExecute):
             try:
                 return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
             except DeadKernelError:
-                self._stopped = "o kernel parou numa célula anterior (memória esgotada? `os._exit`?)"
+                self._stopped = "o kernel morreu numa célula anterior (memória esgotada? `os._exit`?)"
                 cell.outputs.append(
                     new_output(
                         "error", ename="DeadKernelError", evalue=self._stopped, traceback=[self._stopped]
@@ -531,7 +531,7 @@ class JudgedExecute(SandboxedExecute):
         try:
             await super().async_execute_cell(cell, cell_index, store_history=False)
         except DeadKernelError:
-            self._stopped = "o kernel parou durante a correção (memória esgotada? `os._exit`?)"
+            self._stopped = "o kernel morreu durante a correção (memória esgotada? `os._exit`?)"
             raise HarnessFailure(self._stopped) from None
         found = None
         for output in cell.outputs:
