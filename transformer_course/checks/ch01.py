@@ -27,7 +27,9 @@ from torch.nn import functional as F
 from .. import positional as reference
 from .. import wire
 from ..exercises import Exercise, GradedCell
-from ..feedback import Check, Mistake, describe
+from ..feedback import Check, CheckFailure, Finding, Mistake, _matches, describe
+from ..numbers import br
+from ..probe import Remote
 from ..runtime import dtype_name
 from ..wire import Handle
 
@@ -642,6 +644,8 @@ def check_apply_rope_hidden(fn: Callable) -> None:
 
 
 def _slopes_table(n_heads: int, variant: str = "certo") -> torch.Tensor:
+    if variant == "oficial":
+        return reference.alibi_slopes_official(n_heads).double()
     factor = 1.0 if variant == "sem 8" else 8.0
     sign = 1.0 if variant == "positivo" else -1.0
     start = 0 if variant == "h-1" else 1
@@ -654,15 +658,105 @@ SLOPE_MISTAKES = {
     "sem 8": "as inclinações sem o 8 no expoente (2^(−h/H) em vez de 2^(−8h/H))",
     "positivo": "as inclinações com o expoente positivo (2^(8h/H))",
     "invertido": "as inclinações em ordem invertida (da menor para a maior)",
+    "oficial": "a receita do código oficial de ALiBi (`get_slopes`, a de `alibi_slopes_official`) para H que "
+    "não é potência de 2; o exercício pede a fórmula geométrica 2^(−8h/H) para todo H",
 }
+SLOPE_IDS = {
+    "h-1": "h-desde-0",
+    "sem 8": "sem-o-8",
+    "positivo": "expoente-positivo",
+    "invertido": "ordem-invertida",
+    "oficial": "receita-oficial",
+}
+
+
+def _slope_mistakes(n_heads: int) -> list[Mistake]:
+    return [
+        Mistake(label, _slopes_table(n_heads, key).float(), SLOPE_IDS[key])
+        for key, label in SLOPE_MISTAKES.items()
+    ]
+
+
+def _other_heads(n_heads: int) -> int:
+    """Um segundo H, diferente e que não é potência de 2 (onde a receita oficial difere da geométrica)."""
+    return next(h for h in (6, 10, 12, 20) if h != n_heads)
+
+
+def _answer_tensor(c: Check, fn, args: tuple) -> torch.Tensor | None:
+    response = c.run(fn, args)
+    value = response.value
+    if response.error is not None or not isinstance(value, torch.Tensor) or not value.is_floating_point():
+        return None
+    return value.detach()
+
+
+def _same_values(a, b: torch.Tensor, dtype=torch.float32) -> bool:
+    return isinstance(a, torch.Tensor) and _matches(a, b, dtype)
+
+
+def _fit_slopes(out: torch.Tensor, n_heads: int):
+    """(a, s): as inclinações do aluno são 2^(−a·(h + s)/H), h = 1 … H (a = 8, s = 0 é o certo)?"""
+    values = out.detach().double().reshape(-1)
+    if values.numel() != n_heads or not bool((values > 0).all()) or n_heads < 2:
+        return None
+    h = torch.arange(1, n_heads + 1, dtype=torch.float64)
+    logs = values.log2()
+    slope = float(((h - h.mean()) * (logs - logs.mean())).sum() / ((h - h.mean()) ** 2).sum())
+    a = -slope * n_heads
+    if not math.isfinite(a) or a == 0:
+        return None
+    s = float(-(logs.mean() * n_heads / a) - h.mean())
+    for a_, s_ in ((round(a, 3) + 0.0, round(s, 3) + 0.0), (a, s)):
+        fitted = 2.0 ** (-a_ * (h + s_) / n_heads)
+        if _same_values(values.float(), fitted.float()):
+            return a_, s_
+    return None
+
+
+def _slopes_finder(c: Check, fn, out, n_heads: int):
+    """O fator a e o deslocamento s de 2^(−a(h+s)/H), ajustados e conferidos com outro H."""
+
+    def find() -> Finding | None:
+        fit = _fit_slopes(out, n_heads)
+        if fit is None or (abs(fit[0] - 8) < 1e-3 and abs(fit[1]) < 1e-3):
+            return None
+        H2 = _other_heads(n_heads)
+        again = _answer_tensor(c, fn, (H2,))
+        fit2 = None if again is None else _fit_slopes(again, H2)
+        if fit2 is None or abs(fit2[0] - fit[0]) > 1e-2 or abs(fit2[1] - fit[1]) > 1e-2:
+            return None
+        a, s = fit
+        parts = []
+        if abs(a - 8) >= 1e-3:
+            parts.append(f"o fator do expoente é {br(a, '.4g')}, não 8")
+        if abs(s) >= 1e-3:
+            h = f"h {'+' if s > 0 else '−'} {br(abs(s), '.4g')}"
+            parts.append(f"o índice das cabeças é {h} em vez de h = 1 … H")
+        text = f"suas inclinações seguem 2^(−a·(h + s)/H) com a = {br(a, '.4g')} e s = {br(s, '.4g')}: " + (
+            "; ".join(parts) + "."
+        )
+        return Finding("parametro", "expoente-das-inclinacoes", text, "as inclinações")
+
+    return find
 
 
 def _run_slopes(c: Check, fn: Callable, n_heads: int) -> torch.Tensor:
     c.case(f"alibi_slopes(n_heads={n_heads})")
     out = c.call(fn, n_heads)
-    c.dtype(out, torch.float32, "as inclinações", HINT["float32"])
-    mistakes = _mistakes(SLOPE_MISTAKES, partial(_slopes_table, n_heads))
-    c.close(out, _slopes_table(n_heads).float(), "as inclinações", mistakes)
+    c.dtype(out, torch.float32, "as inclinações", HINT["float32"], kind="dtype", mistake="dtype-float32")
+    H2 = _other_heads(n_heads)
+    again = {}
+
+    def confirm(mistake: Mistake) -> bool:
+        if "out" not in again:
+            again["out"] = _answer_tensor(c, fn, (H2,))
+        candidate = next(m for m in _slope_mistakes(H2) if m.key == mistake.key)
+        return _same_values(again["out"], candidate.value)
+
+    with c.diagnosing(_slopes_finder(c, fn, out, n_heads)):
+        c.close(
+            out, _slopes_table(n_heads).float(), "as inclinações", _slope_mistakes(n_heads), confirm=confirm
+        )
     return out
 
 
@@ -678,7 +772,7 @@ def check_alibi_slopes(fn: Callable) -> None:
 def check_alibi_slopes_hidden(fn: Callable) -> None:
     """Testes ocultos: H = 1, H = 16, H que não é potência de 2, H inválido."""
     with SLOPES.check(hidden=True) as c:
-        for h in (1, 16, 12):
+        for h in (16, 12, 1):
             _run_slopes(c, fn, h)
         for h in (0, -2):
             _value_error(c, f"alibi_slopes(n_heads={h})", "n_heads ≤ 0 deveria levantar ValueError.", fn, h)
@@ -687,7 +781,7 @@ def check_alibi_slopes_hidden(fn: Callable) -> None:
 
 
 def _bias_table(n_heads: int, seq_len: int, variant: str = "certo") -> torch.Tensor:
-    slopes = _slopes_table(n_heads, variant if variant in ("h-1", "sem 8") else "certo")
+    slopes = _slopes_table(n_heads, variant if variant in ("h-1", "sem 8", "oficial") else "certo")
     if variant == "uma inclinação":
         slopes = slopes[:1].expand(n_heads)
     pos = torch.arange(seq_len, dtype=torch.float64)
@@ -708,8 +802,140 @@ BIAS_MISTAKES = {
     "causal": "só a parte causal (zero acima da diagonal) em vez de −m·|i − j| em toda a matriz",
     "h-1": "as inclinações com h = 0 … H−1 (uma cabeça fora)",
     "sem 8": "as inclinações sem o 8 no expoente (2^(−h/H))",
+    "oficial": "as inclinações da receita oficial (`get_slopes`) para H que não é potência de 2; o exercício "
+    "pede 2^(−8h/H) para todo H",
     "uma inclinação": "a mesma inclinação para todas as cabeças (cada cabeça h tem a sua, m_h)",
 }
+BIAS_IDS = {
+    "sinal": "sinal-trocado",
+    "sem abs": "sem-valor-absoluto",
+    "sem abs (j - i)": "sem-valor-absoluto-j-i",
+    "causal": "so-parte-causal",
+    "h-1": "h-desde-0",
+    "sem 8": "sem-o-8",
+    "oficial": "receita-oficial",
+    "uma inclinação": "uma-inclinacao",
+}
+
+
+def _bias_mistakes(n_heads: int, seq_len: int) -> list[Mistake]:
+    return [
+        Mistake(label, _bias_table(n_heads, seq_len, key).float(), BIAS_IDS[key])
+        for key, label in BIAS_MISTAKES.items()
+    ]
+
+
+def _upstream_of(obj, name: str):
+    """A resposta do aluno a um exercício anterior (``name``), vista de onde ``obj`` foi definido (ou None).
+
+    No juiz, pelo nome no kernel; ao estudar, nos globais da função (ou dos métodos da classe).
+    """
+    if isinstance(obj, Remote):
+        return Remote(name)
+    functions = [obj] if not isinstance(obj, type) else [v for v in vars(obj).values() if callable(v)]
+    for function in functions:
+        scope = getattr(function, "__globals__", None)
+        found = scope.get(name) if isinstance(scope, dict) else None
+        if callable(found) and found is not obj:
+            return found
+    return None
+
+
+def _slopes_blame(c: Check, fn, n_heads: int, seq_len: int, bias) -> tuple[str, str] | None:
+    """(id, o que está errado em `alibi_slopes`) se o viés do aluno é o certo com as inclinações dele."""
+    slopes_fn = _upstream_of(fn, "alibi_slopes")
+    if slopes_fn is None or not isinstance(bias, torch.Tensor):
+        return None
+    response = c.run(slopes_fn, (n_heads,))
+    slopes = response.value
+    if (
+        response.error is not None
+        or not isinstance(slopes, torch.Tensor)
+        or tuple(slopes.shape) != (n_heads,)
+    ):
+        return None
+    right = _slopes_table(n_heads).float()
+    if _same_values(slopes, right):
+        return None
+    distance = (torch.arange(seq_len)[:, None] - torch.arange(seq_len)[None, :]).abs().double()
+    composed = -slopes.double()[:, None, None] * distance
+    if not _same_values(bias.float(), composed.float()):
+        return None
+    known = next((m for m in _slope_mistakes(n_heads) if _same_values(slopes, m.value)), None)
+    return (
+        (known.key, f"ela coincide com {known.name}")
+        if known
+        else ("valores", "ela devolve outras inclinações")
+    )
+
+
+def _upstream_bias_finder(c: Check, fn, n_heads: int, seq_len: int, bias):
+    def find() -> Finding | None:
+        blame = _slopes_blame(c, fn, n_heads, seq_len, bias)
+        if blame is None:
+            return None
+        H2, T2 = _other_heads(n_heads), seq_len + 2
+        bias2 = _answer_tensor(c, fn, (H2, T2))
+        blame2 = None if bias2 is None else _slopes_blame(c, fn, H2, T2, bias2)
+        if blame2 is None or blame2[0] != blame[0]:
+            return None
+        text = (
+            f"o erro está em `alibi_slopes`, que a sua `alibi_bias` usa: {blame[1]}. "
+            "Corrija `alibi_slopes` primeiro."
+        )
+        return Finding("anterior", f"erro-em-alibi_slopes/{blame[0]}", text, "o viés")
+
+    return find
+
+
+def _bias_properties(bias: torch.Tensor, n_heads: int, seq_len: int):
+    """A distância certa com outras inclinações, ou a primeira propriedade do viés que quebra."""
+
+    def find() -> Finding | None:
+        b = bias.detach().double()
+        diag = torch.diagonal(b, dim1=-2, dim2=-1)
+        if idx := _first_index(diag.abs() > 1e-6):
+            text = (
+                f"bias[h, i, i] deveria ser 0 (distância 0); na cabeça {idx[0]}, posição {idx[1]}, "
+                f"vale {br(float(diag[idx]), '.4g')}."
+            )
+            return Finding("propriedade", "diagonal-nula", text)
+        if idx := _first_index((b - b.transpose(-2, -1)).abs() > 1e-6):
+            text = (
+                f"o viés deveria ser simétrico (|i − j| = |j − i|); no índice {idx} ele difere do transposto."
+            )
+            return Finding("propriedade", "simetria", text)
+        if idx := _first_index(b > 1e-6):
+            text = f"o viés −m·|i − j| nunca é positivo; no índice {idx} vale {br(float(b[idx]), '.4g')}."
+            return Finding("propriedade", "vies-nao-positivo", text)
+        if seq_len > 1:
+            distance = (torch.arange(seq_len)[:, None] - torch.arange(seq_len)[None, :]).abs().double()
+            slopes = -b[:, 0, 1]
+            if _same_values((-slopes[:, None, None] * distance).float(), b.float()):
+                right = _slopes_table(n_heads)
+                h = int(torch.nonzero(~torch.isclose(slopes, right, rtol=1e-4))[0][0]) if n_heads else 0
+                text = (
+                    f"a distância |i − j| está certa, mas as inclinações não: na cabeça {h}, "
+                    f"m = {br(float(slopes[h]), '.6g')}, esperado {br(float(right[h]), '.6g')}."
+                )
+                return Finding("propriedade", "inclinacoes", text)
+            slopes = _slopes_table(n_heads)
+            used = b / -slopes[:, None, None]  # a distância que cada cabeça usa
+            if bool(torch.allclose(used, used[:1].expand_as(used), rtol=1e-4, atol=1e-6)):
+                wrong = ~torch.isclose(used[0], distance, rtol=1e-4, atol=1e-6)
+                i, j = _first_index(wrong)
+                text = (
+                    f"as inclinações estão certas, mas a distância não é |i − j|: em (i, j) = ({i}, {j}) ela "
+                    f"vale {br(float(used[0, i, j]), '.4g')}, e |i − j| = {abs(i - j)}."
+                )
+                return Finding("propriedade", "distancia", text)
+        return None
+
+    return find
+
+
+def _first_index(flags: torch.Tensor) -> tuple[int, ...]:
+    return tuple(int(i) for i in flags.nonzero()[0]) if flags.any() else ()
 
 
 def _run_bias(c: Check, fn: Callable, n_heads: int, seq_len: int) -> torch.Tensor:
@@ -722,10 +948,32 @@ def _run_bias(c: Check, fn: Callable, n_heads: int, seq_len: int) -> torch.Tenso
         "o eixo das cabeças ficou no fim: a forma é (n_heads, seq_len, seq_len)."
         if heads_last and n_heads != seq_len
         else None,
+        kind="forma",
+        **({"mistake": "cabecas-no-fim"} if heads_last and n_heads != seq_len else {}),
     )
-    c.expect(out.is_floating_point(), f"Esperava ponto flutuante; veio {dtype_name(out.dtype)}.")
-    mistakes = _mistakes(BIAS_MISTAKES, partial(_bias_table, n_heads, seq_len))
-    c.close(out.float(), _bias_table(n_heads, seq_len).float(), "o viés", mistakes)
+    c.expect(
+        out.is_floating_point(), f"Esperava ponto flutuante; veio {dtype_name(out.dtype)}.", kind="dtype"
+    )
+    H2, T2 = _other_heads(n_heads), seq_len + 2
+    again = {}
+
+    def confirm(mistake: Mistake) -> bool:
+        if "out" not in again:
+            again["out"] = _answer_tensor(c, fn, (H2, T2))
+        candidate = next(m for m in _bias_mistakes(H2, T2) if m.key == mistake.key)
+        return again["out"] is not None and _same_values(again["out"].float(), candidate.value)
+
+    # antes de tudo, o exercício anterior: com as inclinações do aluno erradas, o erro está lá
+    try:
+        expected, mistakes = _bias_table(n_heads, seq_len).float(), _bias_mistakes(n_heads, seq_len)
+        c.close(out.float(), expected, "o viés", mistakes, confirm=confirm)
+    except CheckFailure as failure:
+        finding = c.find(_upstream_bias_finder(c, fn, n_heads, seq_len, out))
+        if finding is None and not failure.data.get("mistake"):
+            finding = c.find(_bias_properties(out, n_heads, seq_len))
+        if finding is None:
+            raise
+        raise c.diagnosed(failure, finding) from None
     return out
 
 
