@@ -562,28 +562,336 @@ ROPE_MISTAKES = {
     "i/d": "o expoente i/d em vez de 2i/d nas frequências θ_i",
     "base fixa": "a base 10000 fixa: o argumento `base` foi ignorado",
 }
+ROPE_IDS = {
+    "reverso": "sentido-contrario",
+    "metades": "rotate-half",
+    "ignora": "positions-ignorado",
+    "desde 1": "posicoes-desde-1",
+    "i/d": "expoente-i-d",
+    "base fixa": "base-ignorada",
+}
+
+
+class _RopeCase:
+    """Um caso de RoPE (x, positions, base como foram passados) e a resposta do aluno nele."""
+
+    def __init__(self, x: torch.Tensor, positions, base):
+        self.x, self.positions, self.base = x, positions, base
+
+    @property
+    def b(self) -> float:
+        return 10000.0 if self.base is None else float(self.base)
+
+    def args(self) -> tuple[tuple, dict]:
+        args = (self.x,) if self.positions is None and self.base is None else (self.x, self.positions)
+        return args, ({} if self.base is None else {"base": self.base})
+
+    def pos(self) -> torch.Tensor:
+        T = self.x.size(-2)
+        return (torch.arange(T) if self.positions is None else self.positions.cpu()).to(torch.float64)
+
+    def mistakes(self) -> list[Mistake]:
+        skip = {"ignora"} if self.positions is None else set()
+        skip |= {"base fixa"} if self.b == 10000.0 else set()
+        return [
+            Mistake(label, _rope_oracle(self.x, self.positions, self.b, key), ROPE_IDS[key])
+            for key, label in ROPE_MISTAKES.items()
+            if key not in skip
+        ]
+
+
+def _rope_second(c: Check, case: _RopeCase) -> _RopeCase:
+    """Outro caso: outros valores, T + 2 e d + 2, outras posições (se dadas) e outra base (se dada)."""
+    gen = c.gen(5000 + case.x.numel())
+    *lead, T, d = case.x.shape
+    x = torch.randn(*lead, T + 2, d + 2, generator=gen, dtype=case.x.dtype)
+    positions = None
+    if case.positions is not None:  # com 0 e 1 (x volta exato na posição 0; θ_i se lê na posição 1)
+        positions = torch.randint(2, 40, (T + 2,), generator=gen)
+        positions[-1], positions[-2] = 0, 1
+    return _RopeCase(x, positions, None if case.base is None else 500.0)
+
+
+def _rope_answer(c: Check, fn, case: _RopeCase) -> torch.Tensor | None:
+    args, kwargs = case.args()
+    response = c.run(fn, args, kwargs)
+    out = response.value
+    if response.error is not None or not isinstance(out, torch.Tensor) or out.shape != case.x.shape:
+        return None
+    return out.detach()
+
+
+def _wrap(angle: torch.Tensor) -> torch.Tensor:
+    return torch.remainder(angle + math.pi, 2 * math.pi) - math.pi
+
+
+def _pair_angles(x: torch.Tensor, out: torch.Tensor, layout: str, rtol: float):
+    """(ângulos (T, d/2), válidos (T, d/2)): o ângulo com que cada par foi girado, o mesmo em todo o lote.
+
+    ``None`` se a saída não é uma rotação de cada par (a norma muda além de ``rtol``, ou o ângulo muda
+    com o exemplo do lote). Pares nulos em todo o lote não têm ângulo (``válidos`` falso).
+    """
+    d = x.size(-1)
+    xd, od = x.detach().double(), out.detach().double()
+    if layout == "intercalado":
+        (a, b), (p, q) = (xd[..., 0::2], xd[..., 1::2]), (od[..., 0::2], od[..., 1::2])
+    else:
+        (a, b), (p, q) = (xd[..., : d // 2], xd[..., d // 2 :]), (od[..., : d // 2], od[..., d // 2 :])
+    norm_in, norm_out = a * a + b * b, p * p + q * q
+    if not torch.allclose(norm_in, norm_out, rtol=rtol, atol=rtol * float(norm_in.max())):
+        return None
+    phi = torch.atan2(a * q - b * p, a * p + b * q).reshape(-1, *a.shape[-2:])
+    weight = norm_in.reshape(phi.shape)
+    best = weight.argmax(0, keepdim=True)  # o par de maior norma no lote, para cada (t, i)
+    angles = phi.gather(0, best)[0]
+    strong = weight > 1e-3 * weight.max()
+    if bool((_wrap(phi - angles).abs() > 1e-4)[strong].any()):
+        return None
+    return angles, strong.any(0)
+
+
+def _fit_rope(case: _RopeCase, out: torch.Tensor, rtol: float):
+    """Os parâmetros da rotação do aluno: (layout, sinal, posições, deslocamento, θ_i) ou None.
+
+    θ_i é lido na linha de menor |p| ≠ 0 (sem volta de 2π) e conferido em todas as outras; um par nulo
+    em todo o lote não tem ângulo (θ_i fica NaN, desconhecido).
+    """
+    T, d = case.x.shape[-2:]
+    options = [("dadas", case.pos())]
+    if case.positions is not None:
+        options.append(("padrao", torch.arange(T, dtype=torch.float64)))
+    for layout in ("intercalado", "metades"):
+        found = _pair_angles(case.x, out, layout, rtol)
+        if found is None:
+            continue
+        phi, valid = found
+        for sign in (1.0, -1.0):
+            for name, p in options:
+                for k in (0, 1, -1):
+                    pp = sign * (p + k)
+                    theta = torch.full((d // 2,), float("nan"), dtype=torch.float64)
+                    for i in range(d // 2):
+                        small = [t for t in range(T) if 0 < abs(pp[t]) <= 3 and bool(valid[t, i])]
+                        if small:
+                            t0 = min(small, key=lambda t: abs(pp[t]))
+                            theta[i] = phi[t0, i] / pp[t0]
+                    if bool(torch.isnan(theta[0])) or float(theta[0]) <= 0:  # o sinal fica com `sign`
+                        continue
+                    usable = valid & ~torch.isnan(theta)[None, :]
+                    miss = _wrap(pp[:, None] * theta.nan_to_num(0.0) - phi).abs() > 1e-5 * (
+                        1 + pp.abs().max()
+                    )
+                    if bool(miss[usable].any()):
+                        continue
+                    return layout, sign, name, k, theta
+    return None
+
+
+def _rope_rule(fit, case: _RopeCase) -> tuple[tuple, str]:
+    """A regra do ajuste (para comparar dois casos) e as frases do que difere do pedido."""
+    layout, sign, name, k, theta = fit
+    d = 2 * theta.numel()
+    parts = []
+    if layout == "metades":
+        parts.append(
+            'os pares (x[i], x[i + d/2]) da convenção "rotate_half", não os intercalados (x[2i], x[2i+1])'
+        )
+    if sign < 0:
+        parts.append("o ângulo −p·θ (a rotação no sentido contrário)")
+    if name == "padrao":
+        parts.append("as posições 0 … T−1 no lugar de `positions`")
+    if k:
+        parts.append(f"as posições deslocadas de {k} (p {'+' if k > 0 else '−'} {abs(k)})")
+    scale, b_eff, rule_base = float(theta[0]), None, None
+    known = ~torch.isnan(theta)
+    if d >= 4 and bool(known[1]) and float(theta[1]) > 0 and scale > 0:
+        b_eff = float((theta[1] / scale) ** (-d / 2))
+        i = torch.arange(d // 2, dtype=torch.float64)
+        if not torch.allclose(theta[known], (scale * b_eff ** (-2 * i / d))[known], rtol=1e-4):
+            b_eff = None
+    if abs(scale - 1) > 1e-4:
+        parts.append(
+            f"θ_0 = {br(scale, '.4g')} (as frequências multiplicadas por {br(scale, '.4g')}; θ_0 é 1)"
+        )
+    if b_eff is not None and abs(b_eff - case.b) > 1e-3 * case.b:
+        ratio = math.log(b_eff) / math.log(case.b)
+        note = " (é o que dá o expoente i/d em vez de 2i/d)" if abs(ratio - 0.5) < 1e-3 else ""
+        b_txt = br(b_eff, ".5g")
+        parts.append(f"θ_i = {b_txt}^(−2i/d): a base efetiva é {b_txt}, não {br(case.b, '.5g')}{note}")
+        rule_base = ("razao", round(ratio, 4))
+    elif b_eff is None and d >= 4 and bool(known[1]):
+        parts.append("frequências θ_i que não seguem base^(−2i/d)")
+        rule_base = ("livre",)
+    rule = (layout, sign, name, k, round(scale, 4), rule_base)
+    return rule, "; ".join(parts)
+
+
+def _effective_base(fit) -> float:
+    theta = fit[-1]
+    d = 2 * theta.numel()
+    return float((theta[1] / theta[0]) ** (-d / 2)) if d >= 4 else float("nan")
+
+
+def _rope_fit_finder(c: Check, fn, case: _RopeCase, out):
+    def find() -> Finding | None:
+        rtol = 1e-4 if case.x.dtype == torch.float32 else 1e-9
+        fit = _fit_rope(case, out, rtol)
+        if fit is None:
+            return None
+        rule, text = _rope_rule(fit, case)
+        if not text or rule[-1] == ("livre",):
+            return None
+        second = _rope_second(c, case)
+        out2 = _rope_answer(c, fn, second)
+        fit2 = None if out2 is None else _fit_rope(second, out2, rtol)
+        if fit2 is None:
+            return None
+        rule2, _ = _rope_rule(fit2, second)
+        if rule2[:-1] != rule[:-1]:
+            return None
+        if rule2[-1] != rule[-1] or second.b == case.b:
+            # a base efetiva não acompanha o argumento `base`: a mesma nos dois casos?
+            fixed = (
+                rule[-1] is not None
+                and rule2[-1] is not None
+                and abs(_effective_base(fit) - _effective_base(fit2)) <= 1e-3 * _effective_base(fit)
+            )
+            if rule2[-1] != rule[-1] and not fixed:
+                return None
+            if fixed and second.b != case.b:
+                b_txt = br(_effective_base(fit), ".5g")
+                text = text.split("; θ_i = ")[0] if "; θ_i = " in text else ""
+                extra = f"θ_i = {b_txt}^(−2i/d) com qualquer `base` (o argumento `base` não muda nada)"
+                text = f"{text}; {extra}" if text and not text.startswith("θ_i") else extra
+        return Finding("parametro", "parametros-da-rotacao", f"sua saída gira cada par, mas com {text}.")
+
+    return find
+
+
+def _precision(case: _RopeCase, out: torch.Tensor, expected: torch.Tensor) -> str | None:
+    """Em float64, uma rotação certa com a precisão de float32: ``"rotacao"`` (θ, p·θ, cos, sin em
+    float32: na posição 0 a saída é x exato) ou ``"x"`` (x também passou por float32); senão None."""
+    delta = (out.detach().double() - expected.double()).abs()
+    if float(delta.max()) <= 1e-12 * (1 + float(case.x.abs().max())):
+        return None
+    found = _pair_angles(case.x, out, "intercalado", 1e-6)
+    if found is None:
+        return None
+    phi, valid = found
+    T, d = case.x.shape[-2:]
+    true = case.pos()[:, None] * case.b ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+    error = _wrap(phi - true).abs()
+    if not bool((error <= 16 * 2.0**-24 * (true.abs() + 1))[valid].all()):
+        return None
+    zero = case.pos() == 0
+    if not bool(zero.any()):
+        return "float32"
+    exact = torch.equal(out.detach().double()[..., zero, :], case.x.double()[..., zero, :])
+    return "rotacao" if exact else "x"
+
+
+def _precision_finder(c: Check, fn, case: _RopeCase, out, expected):
+    def find() -> Finding | None:
+        if case.x.dtype != torch.float64:
+            return None
+        kind = _precision(case, out, expected)
+        if kind is None:
+            return None
+        second = _rope_second(c, case)
+        out2 = _rope_answer(c, fn, second)
+        if (
+            out2 is None
+            or _precision(second, out2, _rope_oracle(second.x, second.positions, second.b)) != kind
+        ):
+            return None
+        error = br(float((out.detach().double() - expected).abs().max()), ".3g")
+        if kind == "rotacao":
+            text = (
+                f"a rotação tem a precisão de float32 (erro de até {error}, que cresce com p·θ), "
+                "com x em float64: "
+                "θ, p·θ (e cos/sin) foram calculados em float32; calcule-os no dtype de x."
+            )
+            return Finding("parametro", "angulos-em-float32", text)
+        if kind == "x":
+            text = (
+                f"a saída tem a precisão de float32 (erro de até {error}; mesmo na posição 0, "
+                "onde nada gira, "
+                "x não volta exato), com x em float64: x passou por float32; faça tudo no dtype de x."
+            )
+            return Finding("parametro", "x-em-float32", text)
+        text = (
+            f"a saída tem a precisão de float32 (erro de até {error}), com x em float64: "
+            "faça tudo no dtype de x."
+        )
+        return Finding("parametro", "precisao-float32", text)
+
+    return find
+
+
+def _rotation_finder(case: _RopeCase, out):
+    """Sem parâmetro que explique: a norma de cada par (x[2i], x[2i+1]) ou o ângulo da rotação."""
+
+    def find() -> Finding | None:
+        d = case.x.size(-1)
+        xd, od = case.x.detach().double(), out.detach().double()
+        norm_in = xd[..., 0::2] ** 2 + xd[..., 1::2] ** 2
+        norm_out = od[..., 0::2] ** 2 + od[..., 1::2] ** 2
+        rtol = 1e-4 if case.x.dtype == torch.float32 else 1e-9
+        wrong = ~torch.isclose(norm_out, norm_in, rtol=rtol, atol=rtol * float(norm_in.max()))
+        if idx := _first_index(wrong):
+            text = (
+                f"uma rotação preserva a norma de cada par (x[2i], x[2i+1]); no índice {idx} (posição "
+                f"{idx[-2]}, par {idx[-1]}), |par|² passou de {br(float(norm_in[idx]), '.6g')} a "
+                f"{br(float(norm_out[idx]), '.6g')}."
+            )
+            return Finding("propriedade", "norma-dos-pares", text)
+        found = _pair_angles(case.x, out, "intercalado", rtol)
+        if found is None:
+            return None
+        phi, valid = found
+        true = _wrap(case.pos()[:, None] * case.b ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d))
+        if idx := _first_index(valid & (_wrap(phi - true).abs() > 1e-4)):
+            t, i = idx
+            text = (
+                "cada par (x[2i], x[2i+1]) foi girado (a norma se preserva), mas com outro ângulo: "
+                f"na linha {t} (p = {br(float(case.pos()[t]), 'g')}), par {i}, "
+                f"{br(float(phi[t, i]), '.6g')} rad, esperado "
+                f"p·θ_{i} = {br(float(true[t, i]), '.6g')} rad (módulo 2π)."
+            )
+            return Finding("propriedade", "angulo-da-rotacao", text)
+        return None
+
+    return find
 
 
 def _run_rope(c: Check, fn: Callable, x, positions=None, base=None, extra: str = "") -> torch.Tensor:
     pos_txt = "positions padrão" if positions is None else f"positions={positions.tolist()}"
     base_txt = "" if base is None else f", base={base}"
     c.case(f"x {tuple(x.shape)} {dtype_name(x.dtype)}, {pos_txt}{base_txt}{extra}")
-    args = (x,) if positions is None and base is None else (x, positions)
+    case = _RopeCase(x, positions, base)
+    args, kwargs = case.args()
     with c.untouched(x=x, positions=positions):
-        out = c.call(fn, *args, **({} if base is None else {"base": base}))
-    b = 10000.0 if base is None else base
-    expected = _rope_oracle(x, positions, b)
-    skip = {"ignora"} if positions is None else set()
-    skip |= {"base fixa"} if b == 10000.0 else set()
-    labels = {k: v for k, v in ROPE_MISTAKES.items() if k not in skip}
-    mistakes = _mistakes(labels, partial(_rope_oracle, x, positions, b), x.dtype)
-    if x.dtype == torch.float64 and isinstance(out, torch.Tensor) and out.shape == expected.shape:
-        # Ângulos em float32 erram por ~1e-7·p: quase certo, mas longe da precisão de float64.
-        delta = (out.detach().to(torch.float64) - expected).abs().max().item()
-        body = f"Valores quase certos, mas com erro de até {delta:.2g}; em float64 o esperado é ~1e-12."
-        c.expect(not 1e-6 < delta < 1e-2, body, HINT["float32 angles"])
+        out = c.call(fn, *args, **kwargs)
+    expected = _rope_oracle(x, positions, case.b)
+    second: dict = {}
+
+    def confirm(mistake: Mistake) -> bool:
+        if "case" not in second:
+            second["case"] = _rope_second(c, case)
+            second["out"] = _rope_answer(c, fn, second["case"])
+        if second["out"] is None:
+            return False
+        again = next((m for m in second["case"].mistakes() if m.key == mistake.key), None)
+        return again is not None and _matches(second["out"], again.value, x.dtype)
+
     tol = {"rtol": 1e-4, "atol": 1e-4} if x.dtype == torch.float32 else {}
-    c.close(out, expected, "a saída", mistakes, **tol)
+    finders = (
+        _precision_finder(c, fn, case, out, expected),
+        _rope_fit_finder(c, fn, case, out),
+        _rotation_finder(case, out),
+    )
+    with c.diagnosing(*finders):
+        c.close(out, expected, "a saída", case.mistakes(), confirm=confirm, **tol)
     return out
 
 
