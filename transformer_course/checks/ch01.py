@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import partial
 
 import torch
 from torch import nn
@@ -27,7 +26,7 @@ from torch.nn import functional as F
 from .. import positional as reference
 from .. import wire
 from ..exercises import Exercise, GradedCell
-from ..feedback import Check, CheckFailure, Finding, Mistake, _matches, describe
+from ..feedback import Check, CheckFailure, Finding, Mistake, _matches, describe, slug
 from ..numbers import br
 from ..probe import Remote
 from ..runtime import dtype_name
@@ -185,9 +184,147 @@ SIN_MISTAKES = {
 }
 
 
+SIN_IDS = {
+    "trocado": "seno-cosseno-trocados",
+    "metades": "metades-concatenadas",
+    "i/d": "expoente-i-d",
+    "j/d": "expoente-j-d",
+    "desde 1": "posicoes-desde-1",
+}
+
+
 def _sin_mistakes(max_len: int, d_model: int) -> list[Mistake]:
-    mistakes = _mistakes(SIN_MISTAKES, partial(_sin_table, max_len, d_model))
-    return [*mistakes, Mistake("a tabela transposta", _sin_table(max_len, d_model).float().T.contiguous())]
+    mistakes = [
+        Mistake(label, _sin_table(max_len, d_model, key).float(), SIN_IDS[key])
+        for key, label in SIN_MISTAKES.items()
+    ]
+    transposed = _sin_table(max_len, d_model).float().T.contiguous()
+    return [*mistakes, Mistake("a tabela transposta", transposed, "tabela-transposta")]
+
+
+def _sin_other(max_len: int, d_model: int) -> tuple[int, int]:
+    """Outros tamanhos para o segundo caso (d_model par, diferente; max_len diferente)."""
+    return max_len + 3, d_model + 4
+
+
+def _sin_layouts(table: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """As colunas de seno e de cosseno (T, d/2) em cada arranjo possível da tabela."""
+    half = table.size(-1) // 2
+    even, odd = table[:, 0::2], table[:, 1::2]
+    first, second = table[:, :half], table[:, half:]
+    return {
+        "intercalado": (even, odd),
+        "trocado": (odd, even),
+        "metades": (first, second),
+        "metades trocadas": (second, first),
+    }
+
+
+def _fit_sin(table: torch.Tensor):
+    """(arranjo, sinal do seno, deslocamento k, ω (d/2,)): a tabela é sin/cos((p + k)·ω_i) num arranjo?"""
+    t = table.detach().double()
+    T, d = t.shape
+    p = torch.arange(T, dtype=torch.float64)
+    for layout, (s, c) in _sin_layouts(t).items():
+        if not torch.allclose(s * s + c * c, torch.ones_like(s), atol=1e-3):
+            continue
+        for sign in (1.0, -1.0):
+            phi = torch.atan2(sign * s, c)
+            for k in (0, 1, -1, 2):
+                pp = p + k
+                small = [i for i in range(T) if 0 < abs(pp[i]) <= 3]
+                if not small:
+                    continue
+                t0 = min(small, key=lambda i: abs(pp[i]))
+                omega = phi[t0] / pp[t0]
+                if float(omega[0]) <= 0:
+                    continue
+                miss = _wrap(pp[:, None] * omega - phi).abs() > 2e-3 * (1 + T)
+                if not bool(miss.any()):
+                    return layout, sign, k, omega
+    return None
+
+
+def _sin_rule(fit) -> tuple[tuple, str]:
+    layout, sign, k, omega = fit
+    d = 2 * omega.numel()
+    parts = []
+    if layout != "intercalado":
+        parts.append(
+            {
+                "trocado": "o cosseno nas colunas pares e o seno nas ímpares",
+                "metades": "as metades [senos | cossenos] em vez de pares intercalados",
+                "metades trocadas": "as metades [cossenos | senos] em vez de pares intercalados",
+            }[layout]
+        )
+    if sign < 0:
+        parts.append("o seno com o sinal trocado (−sen)")
+    if k:
+        parts.append(f"as posições deslocadas de {k} (p {'+' if k > 0 else '−'} {abs(k)}, começando em {k})")
+    scale = float(omega[0])
+    b_eff = None
+    if d >= 4 and float(omega[1]) > 0:
+        b_eff = float((omega[1] / scale) ** (-d / 2))
+        i = torch.arange(d // 2, dtype=torch.float64)
+        if not torch.allclose(omega, scale * b_eff ** (-2 * i / d), rtol=1e-3):
+            b_eff = None
+    if abs(scale - 1) > 1e-3:
+        parts.append(f"ω_0 = {br(scale, '.4g')} (a primeira frequência é 1)")
+    if b_eff is not None and abs(b_eff - 10000) > 10:
+        note = " (é o que dá o expoente i/d_model em vez de 2i/d_model)" if abs(b_eff - 100) < 0.1 else ""
+        parts.append(f"ω_i = {br(b_eff, '.5g')}^(−2i/d_model): a base é {br(b_eff, '.5g')}, não 10000{note}")
+    rule = (layout, sign, k, round(scale, 3), None if b_eff is None else round(b_eff, 1))
+    return rule, "; ".join(parts)
+
+
+def _sin_fit_finder(c: Check, fn, table, max_len: int, d_model: int):
+    """Os parâmetros da tabela (arranjo, sinal, deslocamento, base), conferidos com outros tamanhos."""
+
+    def find() -> Finding | None:
+        fit = _fit_sin(table)
+        if fit is None:
+            return None
+        rule, text = _sin_rule(fit)
+        if not text or (rule[-1] is None and d_model >= 4):
+            return None
+        L2, D2 = _sin_other(max_len, d_model)
+        again = _answer_tensor(c, fn, (L2, D2))
+        fit2 = None if again is None or tuple(again.shape) != (L2, D2) else _fit_sin(again)
+        rule2 = None if fit2 is None else _sin_rule(fit2)[0]
+        # a base só entra na comparação quando os dois casos a mostram (com d_model = 2 não há ω_1)
+        if (
+            rule2 is None
+            or rule2[:-1] != rule[:-1]
+            or None not in (rule[-1], rule2[-1])
+            and rule2[-1] != rule[-1]
+        ):
+            return None
+        return Finding(
+            "parametro", "parametros-da-senoidal", f"sua tabela é senoidal, mas com {text}.", "a tabela"
+        )
+
+    return find
+
+
+def _sin_properties(table: torch.Tensor):
+    """A primeira propriedade que quebra: valores em [−1, 1]; sen² + cos² = 1 em cada par (2i, 2i+1)."""
+
+    def find() -> Finding | None:
+        t = table.detach().double()
+        if idx := _first_index(t.abs() > 1 + 1e-6):
+            value = br(float(t[idx]), ".6g")
+            text = f"senos e cossenos ficam em [−1, 1]; no índice {idx} a tabela vale {value}."
+            return Finding("propriedade", "valores-em-menos-1-1", text)
+        pairs = t[:, 0::2] ** 2 + t[:, 1::2] ** 2
+        if idx := _first_index((pairs - 1).abs() > 1e-3):
+            text = (
+                "em cada par de colunas (2i, 2i+1), sen² + cos² = 1 (a mesma frequência nas duas); "
+                f"na posição {idx[0]}, par {idx[1]}, dá {br(float(pairs[idx]), '.6g')}."
+            )
+            return Finding("propriedade", "pares-sen-cos", text)
+        return None
+
+    return find
 
 
 def _run_sin(c: Check, fn: Callable, max_len: int, d_model: int) -> torch.Tensor:
@@ -197,13 +334,27 @@ def _run_sin(c: Check, fn: Callable, max_len: int, d_model: int) -> torch.Tensor
         isinstance(table, torch.Tensor),
         f"Esperava um tensor do PyTorch; veio {describe(table)}.",
         HINT["numpy"],
+        kind="tipo",
     )
     batched, transposed = table.dim() == 3 and table.size(0) == 1, tuple(table.shape) == (d_model, max_len)
     hint = HINT["batched"] if batched else HINT["transposed"] if transposed else None
-    c.shape(table, (max_len, d_model), "a tabela", hint)
-    c.dtype(table, torch.float32, "a tabela", HINT["float32"])
+    key = "eixo-de-lote" if batched else "tabela-transposta" if transposed else None
+    c.shape(
+        table, (max_len, d_model), "a tabela", hint, where="a tabela", **({"mistake": key} if key else {})
+    )
+    c.dtype(table, torch.float32, "a tabela", HINT["float32"], kind="dtype", mistake="dtype-float32")
     expected = _sin_table(max_len, d_model).float()
-    c.close(table, expected, "a tabela", _sin_mistakes(max_len, d_model), **SIN_TOL)
+    L2, D2 = _sin_other(max_len, d_model)
+    again = {}
+
+    def confirm(mistake: Mistake) -> bool:
+        if "out" not in again:
+            again["out"] = _answer_tensor(c, fn, (L2, D2))
+        candidate = next(m for m in _sin_mistakes(L2, D2) if m.key == mistake.key)
+        return again["out"] is not None and _matches(again["out"].float(), candidate.value, torch.float32)
+
+    with c.diagnosing(_sin_fit_finder(c, fn, table, max_len, d_model), _sin_properties(table)):
+        c.close(table, expected, "a tabela", _sin_mistakes(max_len, d_model), confirm=confirm, **SIN_TOL)
     return table
 
 
@@ -226,8 +377,8 @@ def check_sinusoidal_encoding(fn: Callable) -> None:
 def check_sinusoidal_encoding_hidden(fn: Callable) -> None:
     """Testes ocultos: tamanhos extremos, tabela longa, valores inválidos, limites [−1, 1]."""
     with SIN.check(hidden=True) as c:
+        table = _run_sin(c, fn, 200, 64)  # primeiro o caso grande: o diagnóstico sai dele
         _run_sin(c, fn, 1, 2)
-        table = _run_sin(c, fn, 200, 64)
         bounded = bool(table.abs().max() <= 1.0 + 1e-6)
         c.expect(bounded, "Os valores deveriam estar em [−1, 1] (são senos e cossenos).")
         for args, hint in (
@@ -339,7 +490,65 @@ def check_token_embedding_hidden(cls: Callable) -> None:
 # ---------------------------------------------------------------- SinusoidalPositionalEncoding
 
 
-def _pe_buffer(c: Check, module: Handle, max_len: int, d_model: int) -> torch.Tensor:
+def _sin_blame(c: Check, cls, table, max_len: int, d_model: int) -> tuple[str, str] | None:
+    """(id, o que está errado) se o buffer `pe` é a tabela errada da `sinusoidal_encoding` do aluno."""
+    fn = _upstream_of(cls, "sinusoidal_encoding")
+    if fn is None:
+        return None
+    response = c.run(fn, (max_len, d_model))
+    mine = response.value
+    if response.error is not None or not isinstance(mine, torch.Tensor) or mine.numel() != max_len * d_model:
+        return None
+    expected = _sin_table(max_len, d_model).float()
+    right_values = _matches(mine.reshape(max_len, d_model).float(), expected, torch.float32)
+    if right_values and mine.dtype == torch.float32 and tuple(mine.shape) == (max_len, d_model):
+        return None
+    if tuple(table.shape) != tuple(mine.shape) or table.dtype != mine.dtype:
+        return None
+    if not torch.equal(table.detach().cpu(), mine.detach().cpu()):
+        return None
+    if right_values and mine.dtype != torch.float32:
+        return "dtype-float32", f"ela devolve {dtype_name(mine.dtype)}, e o enunciado pede float32"
+    known = next(
+        (m for m in _sin_mistakes(max_len, d_model) if _matches(mine.float(), m.value, torch.float32)), None
+    )
+    if known is not None:
+        return known.key, f"ela coincide com {known.name}"
+    fit = _fit_sin(mine) if tuple(mine.shape) == (max_len, d_model) else None
+    rule, text = _sin_rule(fit) if fit is not None else (None, "")
+    if text:  # a regra entra no id: o segundo caso tem de mostrar a mesma
+        return (
+            f"parametros-da-senoidal/{slug(str(rule), 50)}",
+            f"a tabela dela é senoidal, mas com {text}",
+        )
+    return "valores", "ela devolve outra tabela (o teste dela mostra onde)"
+
+
+def _sin_upstream_finder(c: Check, cls, table, max_len: int, d_model: int):
+    """O erro está em `sinusoidal_encoding`: o buffer é a tabela errada dela, aqui e noutro módulo."""
+
+    def find() -> Finding | None:
+        blame = _sin_blame(c, cls, table, max_len, d_model)
+        if blame is None:
+            return None
+        L2, D2 = _sin_other(max_len, d_model)
+        response = c.run(cls, (D2,), {"max_len": L2}, keep=True, seed=c.seed_offset)
+        if response.error is not None or not isinstance(response.value, Handle):
+            return None
+        pe2 = _attr(c.describe(response.value, attrs=["pe"]), "pe")
+        blame2 = None if not isinstance(pe2, torch.Tensor) else _sin_blame(c, cls, pe2, L2, D2)
+        if blame2 is None or blame2[0] != blame[0]:
+            return None
+        text = (
+            f"o erro está em `sinusoidal_encoding`, que o seu módulo usa para a tabela `pe`: {blame[1]}. "
+            "Corrija `sinusoidal_encoding` primeiro."
+        )
+        return Finding("anterior", f"erro-em-sinusoidal_encoding/{blame[0]}", text, "o buffer `pe`")
+
+    return find
+
+
+def _pe_buffer(c: Check, module: Handle, max_len: int, d_model: int, cls=None) -> torch.Tensor:
     desc = c.describe(module, attrs=["pe"])
     buffers, params = desc.get("buffers", {}), desc.get("params", {})
     c.expect(
@@ -348,12 +557,19 @@ def _pe_buffer(c: Check, module: Handle, max_len: int, d_model: int) -> torch.Te
     found = sorted(buffers) or "nenhum"
     c.expect("pe" in buffers, f"Não encontrei o buffer `pe` (buffers do módulo: {found}).", HINT["buffer"])
     pe = _attr(desc, "pe")
-    c.dtype(pe, torch.float32, "o buffer `pe`", HINT["float32"])
-    size = f"O buffer `pe` deveria ter {max_len}×{d_model} elementos; tem forma {tuple(pe.shape)}."
-    c.expect(pe.numel() == max_len * d_model, size)
-    table = pe.detach().reshape(max_len, d_model)
-    expected = _sin_table(max_len, d_model).float()
-    c.close(table, expected, "o buffer `pe`", _sin_mistakes(max_len, d_model), **SIN_TOL)
+    # antes de tudo, o exercício anterior: com a `sinusoidal_encoding` do aluno errada, o erro está lá
+    try:
+        c.dtype(pe, torch.float32, "o buffer `pe`", HINT["float32"], kind="dtype", mistake="dtype-float32")
+        size = f"O buffer `pe` deveria ter {max_len}×{d_model} elementos; tem forma {tuple(pe.shape)}."
+        c.expect(pe.numel() == max_len * d_model, size, kind="forma", where="o buffer `pe`")
+        table = pe.detach().reshape(max_len, d_model)
+        expected = _sin_table(max_len, d_model).float()
+        c.close(table, expected, "o buffer `pe`", _sin_mistakes(max_len, d_model), **SIN_TOL)
+    except CheckFailure as failure:
+        finding = None if cls is None else c.find(_sin_upstream_finder(c, cls, pe, max_len, d_model))
+        if finding is None:
+            raise
+        raise c.diagnosed(failure, finding) from None
     return table
 
 
@@ -392,7 +608,7 @@ def check_sinusoidal_positional_encoding(cls: Callable) -> None:
     with SPE.check() as c:
         tried = "SinusoidalPositionalEncoding(d_model=16, max_len=40)"
         module = _build(c.case(tried), cls, 16, max_len=40)
-        table = _pe_buffer(c, module, 40, 16)
+        table = _pe_buffer(c, module, 40, 16, cls)
         c.method(module, "eval")
         _run_forward(c.case(f"{tried}, x (2, 10, 16)"), module, _x(c, 0, (2, 10, 16)), table, SINUSOIDAL)
         x64 = _x(c, 1, (3, 7, 16), torch.float64)
@@ -412,7 +628,7 @@ def _run_dropout(c: Check, cls: Callable, p: float = 0.5) -> None:
     tried = f"SinusoidalPositionalEncoding(d_model=16, max_len=20, dropout={p})"
     module = _build(c.case(f"{tried} em modo de treino, x (4, 20, 16)"), cls, 16, max_len=20, dropout=p)
     x = _x(c, 12, (4, 20, 16))
-    table = _pe_buffer(c, module, 20, 16)
+    table = _pe_buffer(c, module, 20, 16, cls)
     full = x + table[:20]
     train_seed, eval_seed = 13 + c.seed_offset, 14 + c.seed_offset
 
@@ -456,7 +672,7 @@ def check_sinusoidal_positional_encoding_hidden(cls: Callable) -> None:
         tried = "SinusoidalPositionalEncoding(d_model=8, max_len=12)"
         module = _build(c.case(tried), cls, 8, max_len=12)
         c.method(module, "eval")
-        table = _pe_buffer(c, module, 12, 8)
+        table = _pe_buffer(c, module, 12, 8, cls)
         x = _x(c, 10, (2, 12, 8))
         _run_forward(c.case(f"{tried}, x (2, 12, 8): T = max_len"), module, x, table, SINUSOIDAL)
         xg = _x(c, 11, (1, 5, 8), torch.float64).requires_grad_()
