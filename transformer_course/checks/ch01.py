@@ -78,7 +78,6 @@ HINT = {  # os diagnósticos prováveis, pelo erro que os provoca
     "`dropout` foi usado.",
     "odd d": "d ímpar não foi recusado com ValueError: não dá para formar pares.",
     "positions": "`positions` com comprimento diferente de T não foi recusado com ValueError.",
-    "float32 angles": "ângulos calculados em float32 para x float64 (calcule θ e p·θ no dtype de x)",
 }
 
 
@@ -573,29 +572,54 @@ def _pe_buffer(c: Check, module: Handle, max_len: int, d_model: int, cls=None) -
     return table
 
 
+def _forward_mistakes(x: torch.Tensor, table: torch.Tensor, labels) -> list[Mistake]:
+    """Os erros conhecidos do forward (x + table[:T]) nestas entradas."""
+    seq_len, (by, alone) = x.size(-2), labels
+    rows = table[:seq_len].to(x.dtype)
+    mistakes = [
+        Mistake(f"x MULTIPLICADO {by} em vez de somado", x * rows, "multiplicado"),
+        Mistake(alone, rows.expand_as(x), "so-a-posicao"),
+        Mistake("x sem nada somado (a posição foi esquecida)", x, "posicao-esquecida"),
+    ]
+    if table.size(0) > seq_len:
+        shifted = x + table[1 : seq_len + 1].to(x.dtype)
+        mistakes.append(Mistake("as posições começando em 1 em vez de 0", shifted, "posicoes-desde-1"))
+    return mistakes
+
+
 def _run_forward(
     c: Check, module, x: torch.Tensor, table: torch.Tensor, labels, extra=(), seed: int | None = None
 ) -> torch.Tensor:
     """``module(x)`` deve ser x + table[:T]; ``labels`` = (a posição com "pela", ela devolvida sozinha).
 
-    ``seed``: a semente do gerador global do lado do aluno logo antes da chamada (dropout).
+    ``seed``: a semente do gerador global do lado do aluno logo antes da chamada (dropout). Um erro
+    conhecido do forward só é nomeado se reproduz a saída também com outro x (outros valores, outro T).
     """
     with c.untouched(x=x):
         response = c.run(module, (x,), seed=seed)
         c.raise_for(response)
         out = response.value
-    seq_len, (by, alone) = x.size(-2), labels
-    rows = table[:seq_len].to(x.dtype)
-    mistakes = [
-        Mistake(f"x MULTIPLICADO {by} em vez de somado", x * rows),
-        Mistake(alone, rows.expand_as(x)),
-        Mistake("x sem nada somado (a posição foi esquecida)", x),
-        *extra,
-    ]
-    if table.size(0) > seq_len:
-        shifted = x + table[1 : seq_len + 1].to(x.dtype)
-        mistakes.append(Mistake("as posições começando em 1 em vez de 0", shifted))
-    c.close(out, x + rows, "a saída", mistakes)
+    seq_len = x.size(-2)
+    second: dict = {}
+
+    def confirm(mistake: Mistake) -> bool:
+        if mistake.key not in {m.key for m in _forward_mistakes(x, table, labels)}:
+            return True  # o dropout em eval(): a mesma máscara sorteada já é a confirmação
+        if "out" not in second:
+            T2 = seq_len - 1 if seq_len > 1 else min(2, table.size(0))  # outro T (≤ max_len)
+            second["x"] = torch.randn(
+                x.size(0) + 1, T2, x.size(-1), generator=c.gen(9100 + x.numel()), dtype=x.dtype
+            )
+            again = c.run(module, (second["x"],), seed=seed)
+            ok = again.error is None and isinstance(again.value, torch.Tensor)
+            second["out"] = again.value if ok and again.value.shape == second["x"].shape else None
+        if second["out"] is None:
+            return False
+        twin = next((m for m in _forward_mistakes(second["x"], table, labels) if m.key == mistake.key), None)
+        return twin is not None and _matches(second["out"], twin.value, x.dtype)
+
+    mistakes = [*_forward_mistakes(x, table, labels), *extra]
+    c.close(out, x + table[:seq_len].to(x.dtype), "a saída", mistakes, confirm=confirm)
     return out
 
 
@@ -651,14 +675,18 @@ def _run_dropout(c: Check, cls: Callable, p: float = 0.5) -> None:
         "a máscara seja a do PyTorch"
     )
     mistakes = [
-        Mistake(twice, drawn(train_seed, lambda: F.dropout(F.dropout(full, p), p))),
-        Mistake(twice, torch.where(kept, full / (1 - p) ** 2, zeros)),
-        Mistake("os valores sem a reescala 1/(1 − p) do dropout", torch.where(kept, full, zeros)),
-        Mistake(own, torch.where(kept, full / (1 - p), zeros)),
+        Mistake(twice, drawn(train_seed, lambda: F.dropout(F.dropout(full, p), p)), "dropout-duas-vezes"),
+        Mistake(twice, torch.where(kept, full / (1 - p) ** 2, zeros), "dropout-duas-vezes"),
+        Mistake(
+            "os valores sem a reescala 1/(1 − p) do dropout",
+            torch.where(kept, full, zeros),
+            "dropout-sem-reescala",
+        ),
+        Mistake(own, torch.where(kept, full / (1 - p), zeros), "dropout-sorteado-a-mao"),
     ]
     c.close(out, drawn(train_seed, lambda: F.dropout(full, p)), "a saída em modo de treino", mistakes)
     always = "o dropout ligado também em `eval()`: passe `training=self.training` ao `F.dropout`"
-    on_in_eval = Mistake(always, drawn(eval_seed, lambda: F.dropout(full, p)))
+    on_in_eval = Mistake(always, drawn(eval_seed, lambda: F.dropout(full, p)), "dropout-em-eval")
     c.method(module, "eval")
     # se o dropout continuar ligado em eval(), sorteia a mesma máscara de `on_in_eval`
     tried_eval = c.case(f"{tried} em modo eval()")
