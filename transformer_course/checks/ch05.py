@@ -194,7 +194,8 @@ def _expect_mask(
     if not shape_ok and known is None and isinstance(actual, torch.Tensor):
         finding = c.find(lambda: _same_values_other_shape(actual, expected))
         if finding is not None:
-            diagnosis, data = finding.cause, {"mistake": finding.id, "cause": finding.cause}
+            diagnosis = finding.cause
+            data = {"kind": "forma", "mistake": finding.id, "cause": finding.cause}
     c.shape(actual, expected.shape, "a máscara", diagnosis, **{"where": "a máscara", **data})
     got = _bool(actual)
     if idx := _first(got != expected):
@@ -202,7 +203,7 @@ def _expect_mask(
             finding = c.find(*finders)
             if finding is not None:
                 diagnosis = finding.cause
-                data = {"mistake": finding.id, "cause": finding.cause, "finding": finding.kind}
+                data = {"kind": finding.kind, "mistake": finding.id, "cause": finding.cause}
         c.fail(
             f"Valores errados em {int((got != expected).sum())} de {got.numel()} posições. Primeira no "
             f"índice {idx}: esperado {bool(expected[idx])}, obtido {bool(got[idx])}.\n"
@@ -995,7 +996,7 @@ def _softmax_case(c: Check, fn: Callable, scores: torch.Tensor, mask: torch.Tens
                 f"Posições bloqueadas receberam peso não nulo (maior: {br(worst, '.3g')}); "
                 "devem ser exatamente 0.",
                 f"a saída coincide com {known.name}." if known else finding.cause if finding else None,
-                kind="valores" if (known or finding) else "propriedade",
+                kind="valores" if known else finding.kind if finding else "propriedade",
                 where="os pesos",
                 **data,
             )
