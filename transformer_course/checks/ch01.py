@@ -97,6 +97,11 @@ def _oracle_seed(seed: int) -> None:
     torch.default_generator.manual_seed(seed)
 
 
+def _br_list(values: torch.Tensor) -> str:
+    """Uma lista de números no formato do curso: [0; 1; 0,841471]."""
+    return "[" + "; ".join(br(float(v), ".6g") for v in values.tolist()) + "]"
+
+
 def _x(c: Check, seed: int, shape, dtype=torch.float32) -> torch.Tensor:
     return torch.randn(*shape, generator=c.gen(seed), dtype=dtype)
 
@@ -365,7 +370,7 @@ def check_sinusoidal_encoding(fn: Callable) -> None:
         c.case("posição 0").expect(
             bool((table[0, 0::2] == 0).all() and (table[0, 1::2] == 1).all()),
             "Na posição 0 as colunas pares (seno) valem 0 e as ímpares (cosseno) valem 1; "
-            f"veio {table[0].tolist()}.",
+            f"veio {_br_list(table[0])}.",
         )
         _run_sin(c, fn, 50, 16)
         odd = "d_model ímpar não foi recusado com ValueError: os pares seno/cosseno exigem d_model par."
@@ -402,6 +407,26 @@ def _token_ids(c: Check, seed: int, shape: tuple[int, ...], vocab: int, pad: int
     return ids
 
 
+def _token_mistakes(looked_up: torch.Tensor, vocab: int, d_model: int) -> list[Mistake]:
+    """Os erros conhecidos da escala do embedding (``looked_up`` = a tabela indexada pelos ids)."""
+    return [
+        Mistake("o embedding SEM a multiplicação por √d_model", looked_up, "sem-raiz-de-d-model"),
+        Mistake(
+            "o embedding multiplicado por d_model em vez de √d_model", looked_up * d_model, "vezes-d-model"
+        ),
+        Mistake(
+            "o embedding DIVIDIDO por √d_model em vez de multiplicado",
+            looked_up / math.sqrt(d_model),
+            "dividido",
+        ),
+        Mistake(
+            "o embedding multiplicado por √vocab_size em vez de √d_model",
+            looked_up * math.sqrt(vocab),
+            "raiz-do-vocab",
+        ),
+    ]
+
+
 def _run_token(c, cls, vocab, d_model, padding_idx, shape, seed, dtype=torch.float32, pass_padding=True):
     kwargs = {"padding_idx": padding_idx} if pass_padding else {}
     args = f"vocab_size={vocab}, d_model={d_model}" + (f", padding_idx={padding_idx}" if pass_padding else "")
@@ -417,13 +442,24 @@ def _run_token(c, cls, vocab, d_model, padding_idx, shape, seed, dtype=torch.flo
     with c.untouched(token_ids=ids):
         out = c.call(module, ids)
     looked_up = weight.detach()[ids]  # (B, T) -> (B, T, D)
-    mistakes = [
-        Mistake("o embedding SEM a multiplicação por √d_model", looked_up),
-        Mistake("o embedding multiplicado por d_model em vez de √d_model", looked_up * d_model),
-        Mistake("o embedding DIVIDIDO por √d_model em vez de multiplicado", looked_up / math.sqrt(d_model)),
-        Mistake("o embedding multiplicado por √vocab_size em vez de √d_model", looked_up * math.sqrt(vocab)),
-    ]
-    c.close(out, looked_up * math.sqrt(d_model), "a saída", mistakes)
+
+    def confirm(mistake: Mistake) -> bool:
+        """O mesmo erro num módulo com outros tamanhos (√d_model e um fator fixo não se confundem)."""
+        vocab2, d2 = vocab + 7, d_model + 5
+        try:
+            module2 = _build(c, cls, vocab2, d2, seed=seed + 100, **kwargs)
+            weight2, _ = _embedding(c, module2, "embedding", vocab2, d2)
+        except CheckFailure:
+            return False
+        ids2 = _token_ids(c, seed + 100, (2, 5), vocab2, padding_idx if pass_padding else None)
+        response = c.run(module2, (ids2,))
+        if response.error is not None or not isinstance(response.value, torch.Tensor):
+            return False
+        twin = next(m for m in _token_mistakes(weight2.detach()[ids2], vocab2, d2) if m.key == mistake.key)
+        return _matches(response.value.to(twin.value.dtype), twin.value, twin.value.dtype)
+
+    mistakes = _token_mistakes(looked_up, vocab, d_model)
+    c.close(out, looked_up * math.sqrt(d_model), "a saída", mistakes, confirm=confirm)
     if padding_idx is not None:
         pads = out.detach()[ids == padding_idx]
         hint = HINT["rezero" if emb_padding_idx == padding_idx else "padding"]
@@ -439,7 +475,8 @@ def _run_token_init(c: Check, cls, vocab: int, d_model: int, padding_idx: int | 
     table = weight.detach().to(torch.float64)
     if padding_idx is not None:
         row = table[padding_idx]
-        body = f"A linha {padding_idx} (a do padding) deveria começar em zero; tem norma {row.norm():.3g}."
+        norm = br(float(row.norm()), ".3g")
+        body = f"A linha {padding_idx} (a do padding) deveria começar em zero; tem norma {norm}."
         hint = HINT["rezero" if _attr(desc, "embedding.padding_idx") == padding_idx else "padding"]
         c.expect(bool((row == 0).all()), body, hint)
         table = torch.cat((table[:padding_idx], table[padding_idx + 1 :]))
@@ -447,8 +484,9 @@ def _run_token_init(c: Check, cls, vocab: int, d_model: int, padding_idx: int | 
     std, mean = table.std().item(), table.mean().item()
     hint = HINT["N(0, 1)" if abs(std - 1.0) < 0.1 else "1/d" if abs(std * d_model - 1.0) < 0.1 else "init"]
     body = (
-        f"A tabela deveria ser sorteada de N(0, 1/d_model): média 0 e desvio 1/√{d_model} = {target:.4f}; "
-        f"a sua tem média {mean:.4f} e desvio {std:.4f}."
+        "A tabela deveria ser sorteada de N(0, 1/d_model): média 0 e desvio "
+        f"1/√{d_model} = {br(target, '.4f')}; "
+        f"a sua tem média {br(mean, '.4f')} e desvio {br(std, '.4f')}."
     )
     c.expect(0.9 * target < std < 1.1 * target and abs(mean) < 0.1 * target, body, hint)
 
@@ -667,7 +705,10 @@ def _run_dropout(c: Check, cls: Callable, p: float = 0.5) -> None:
     c.shape(out, x.shape)
     kept = out.detach() != 0
     zeros, frac = torch.zeros_like(full), kept.float().mean().item()
-    body = f"Com dropout = {p}, cerca de metade dos valores deveria ser zerada; zerados: {1 - frac:.0%}."
+    body = (
+        f"Com dropout = {br(p, 'g')}, cerca de metade dos valores deveria ser zerada; "
+        f"zerados: {1 - frac:.0%}."
+    )
     c.expect(0.15 < frac < 0.85, body, HINT["once"])
     twice = "o dropout aplicado DUAS vezes (valores divididos por (1 − p)²)"
     own = (
@@ -1148,7 +1189,7 @@ def check_apply_rope(fn: Callable) -> None:
         norms = out.detach().reshape(1, 3, 2, 2).norm(dim=-1)
         c.case("normas dos pares").expect(
             torch.allclose(norms, torch.ones_like(norms), atol=1e-5),
-            f"Uma rotação preserva a norma de cada par; as normas ficaram {norms.flatten().tolist()}.",
+            f"Uma rotação preserva a norma de cada par; as normas ficaram {_br_list(norms.flatten())}.",
         )
         _run_rope(c, fn, _x(c, 30, (2, 5, 8)))
         _run_rope(c, fn, _x(c, 31, (3, 4, 6)), torch.tensor([5, 0, 2, 9]))

@@ -944,8 +944,9 @@ def _softmax_case(c: Check, fn: Callable, scores: torch.Tensor, mask: torch.Tens
     expected = _softmax_oracle(scores, mask)
     with c.untouched(scores=scores, mask=mask):
         w = c.call(fn, scores, mask, hint_on_error=NONE_HINT if mask is None else KEEPDIM_HINT)
-    c.shape(w, scores.shape, "os pesos")
-    c.dtype(w, scores.dtype, "os pesos", "a função deve preservar o dtype de `scores` (float32 ou float64).")
+    c.shape(w, scores.shape, "os pesos", where="os pesos")
+    hint = "a função deve preservar o dtype de `scores` (float32 ou float64)."
+    c.dtype(w, scores.dtype, "os pesos", hint, kind="dtype", mistake="dtype-dos-scores")
     # só erros que, nestas entradas, dão um resultado diferente do certo podem ser citados
     mistakes = [
         Mistake(name, value, key)
