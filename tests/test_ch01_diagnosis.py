@@ -31,6 +31,21 @@ EXERCISES = {ex.name: ex for ex in all_exercises() if ex.chapter == CHAPTER}
 
 # ---------------------------------------------------------------- respostas (código de verdade)
 
+TOKEN = """
+class TokenEmbedding(nn.Module):
+    def __init__(self, vocab_size, d_model, padding_idx=None):
+        super().__init__()
+        self.d_model = d_model
+        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
+        nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model**-0.5)
+        if padding_idx is not None:
+            with torch.no_grad():
+                self.embedding.weight[padding_idx].zero_()
+
+    def forward(self, token_ids):
+        return self.embedding(token_ids) * SCALE
+"""
+
 SIN = """
 def sinusoidal_encoding(max_len, d_model):
     if max_len <= 0 or d_model <= 0 or d_model % 2:
@@ -170,6 +185,21 @@ INLINE_SLOPES = "2.0 ** (-8.0 * torch.arange(1, n_heads + 1, dtype=torch.float32
 
 # nome -> (exercício, código, tipo, id do diagnóstico (ou o começo dele, terminado em "/"), trecho da frase)
 FOUND = {
+    # ------------------------------------------------ TokenEmbedding
+    "token: sem √d_model": (
+        "TokenEmbedding",
+        TOKEN.replace("SCALE", "1.0"),
+        "valores",
+        "sem-raiz-de-d-model",
+        "SEM a multiplicação",
+    ),
+    "token: dividido": (
+        "TokenEmbedding",
+        TOKEN.replace("* SCALE", "/ math.sqrt(self.d_model)"),
+        "valores",
+        "dividido",
+        "DIVIDIDO",
+    ),
     # ------------------------------------------------ sinusoidal_encoding
     "sin: seno e cosseno trocados": (
         "sinusoidal_encoding",
@@ -495,6 +525,8 @@ FOUND = {
 
 # Guardas: respostas erradas e o diagnóstico que elas NÃO podem receber (e o certo delas, quando há).
 GUARDS = {
+    # × 4 fixo: com d_model = 4 no 1º caso coincide com "× d_model", mas não num módulo de outro tamanho.
+    "token: fator fixo 4": ("TokenEmbedding", TOKEN.replace("SCALE", "4.0"), "por d_model", None),
     # A base muda com d_model: nenhuma "base" fixa a descreve nos dois casos.
     "sin: base que muda com d_model": (
         "sinusoidal_encoding",
