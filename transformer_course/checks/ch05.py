@@ -299,8 +299,9 @@ def _diagonal_finder(c: Check, got, expected, again: _Again, keys_of: Callable):
         side, k = fit
         rule = f"j ≤ i{k:+d}" if side == "inferior" else f"j ≥ i{k:+d}"
         rule = rule.replace("+0", "").replace("+", " + ").replace("-", " − ")
+        shift = f", diagonal deslocada de {k}" if k else ""
         text = (
-            f"sua parte causal libera {rule} (o triângulo {side.upper()}, diagonal deslocada de {k}); "
+            f"sua parte causal libera {rule} (o triângulo {side.upper()}{shift}); "
             "a pedida é j ≤ i: cada posição vê a si mesma e as anteriores."
         )
         return Finding("parametro", "diagonal-deslocada", text)
