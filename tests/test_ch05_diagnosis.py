@@ -294,6 +294,13 @@ FOUND = {
         "padding-liberado",
         r"a chave 3 do exemplo 0 é o pad",
     ),
+    "decoder: só as consultas de padding bloqueadas": (
+        "decoder_self_mask",
+        _inline(combine="causal & pad.transpose(-1, -2)"),
+        "propriedade",
+        "consultas-de-padding-bloqueadas",
+        "as linhas das consultas de padding ficaram bloqueadas",
+    ),
     "decoder: aditiva": (
         "decoder_self_mask",
         _inline(combine='torch.zeros(pad.shape[0], 1, T, T).masked_fill(~(pad & causal), float("-inf"))'),
@@ -338,6 +345,13 @@ FOUND = {
         "propriedade",
         "linhas-somam-1",
         r"a linha \(0,\) soma",
+    ),
+    "softmax: log_softmax": (
+        "masked_softmax",
+        _softmax("return scores.masked_fill(~mask, float('-inf')).log_softmax(-1)"),
+        "valores",
+        "log-softmax",
+        "log_softmax",
     ),
     "softmax: zerado depois": (
         "masked_softmax",

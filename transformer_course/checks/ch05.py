@@ -256,6 +256,14 @@ def _mask_properties(
             )
             return Finding("propriedade", "padding-liberado", text)
     blocked = expected & ~got
+    if ids is not None and causal and bool(blocked.any()):
+        pad_rows = (ids == pad)[:, None, :, None].expand_as(got)
+        if bool((blocked & ~pad_rows).sum() == 0):
+            text = (
+                "as linhas das consultas de padding ficaram bloqueadas (só elas); aqui só as CHAVES de "
+                "padding (colunas) são bloqueadas, e a consulta de um pad ainda vê os tokens reais anteriores."
+            )
+            return Finding("propriedade", "consultas-de-padding-bloqueadas", text)
     if idx := _first(blocked):
         on_diagonal = bool((blocked & (i == j).expand_as(blocked)).sum() == blocked.sum()) and causal
         if on_diagonal:
@@ -729,6 +737,11 @@ def _softmax_mistakes(scores: torch.Tensor, mask: torch.Tensor | None) -> dict[s
             scores.softmax(-1).masked_fill(blocked, 0.0),
         ),
         "softmax-dim-2": (*dim_2, big.softmax(-2).masked_fill(blocked, 0.0)),
+        "log-softmax": (
+            "o log do softmax (`log_softmax`): os pesos são probabilidades (0 nas bloqueadas), "
+            "não log-probabilidades (-∞ nelas)",
+            inf.log_softmax(-1),
+        ),
     }
 
 
