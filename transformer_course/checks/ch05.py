@@ -261,7 +261,8 @@ def _mask_properties(
         if bool((blocked & ~pad_rows).sum() == 0):
             text = (
                 "as linhas das consultas de padding ficaram bloqueadas (só elas); aqui só as CHAVES de "
-                "padding (colunas) são bloqueadas, e a consulta de um pad ainda vê os tokens reais anteriores."
+                "padding (colunas) são bloqueadas, e a consulta de um pad ainda vê os tokens reais "
+                "anteriores."
             )
             return Finding("propriedade", "consultas-de-padding-bloqueadas", text)
     if idx := _first(blocked):
