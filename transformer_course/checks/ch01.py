@@ -371,6 +371,8 @@ def check_sinusoidal_encoding(fn: Callable) -> None:
             bool((table[0, 0::2] == 0).all() and (table[0, 1::2] == 1).all()),
             "Na posição 0 as colunas pares (seno) valem 0 e as ímpares (cosseno) valem 1; "
             f"veio {_br_list(table[0])}.",
+            kind="propriedade",
+            mistake="posicao-0",
         )
         _run_sin(c, fn, 50, 16)
         odd = "d_model ímpar não foi recusado com ValueError: os pares seno/cosseno exigem d_model par."
@@ -384,7 +386,12 @@ def check_sinusoidal_encoding_hidden(fn: Callable) -> None:
         table = _run_sin(c, fn, 200, 64)  # primeiro o caso grande: o diagnóstico sai dele
         _run_sin(c, fn, 1, 2)
         bounded = bool(table.abs().max() <= 1.0 + 1e-6)
-        c.expect(bounded, "Os valores deveriam estar em [−1, 1] (são senos e cossenos).")
+        c.expect(
+            bounded,
+            "Os valores deveriam estar em [−1, 1] (são senos e cossenos).",
+            kind="propriedade",
+            mistake="valores-em-menos-1-1",
+        )
         for args, hint in (
             ((10, 7), HINT["odd"]),
             ((10, 0), "d_model = 0 deveria levantar ValueError."),
@@ -437,7 +444,13 @@ def _run_token(c, cls, vocab, d_model, padding_idx, shape, seed, dtype=torch.flo
     weight, desc = _embedding(c, module, "embedding", vocab, d_model)
     emb_padding_idx = _attr(desc, "embedding.padding_idx")
     body = f"`embedding.padding_idx` deveria ser {padding_idx}; é {emb_padding_idx}."
-    c.expect(emb_padding_idx == padding_idx, body, HINT["padding"] if padding_idx is not None else None)
+    c.expect(
+        emb_padding_idx == padding_idx,
+        body,
+        HINT["padding"] if padding_idx is not None else None,
+        kind="valores",
+        mistake="padding-idx",
+    )
     ids = _token_ids(c, seed, shape, vocab, padding_idx)
     with c.untouched(token_ids=ids):
         out = c.call(module, ids)
@@ -463,7 +476,13 @@ def _run_token(c, cls, vocab, d_model, padding_idx, shape, seed, dtype=torch.flo
     if padding_idx is not None:
         pads = out.detach()[ids == padding_idx]
         hint = HINT["rezero" if emb_padding_idx == padding_idx else "padding"]
-        c.expect(bool((pads == 0).all()), "As posições de padding deveriam sair como vetores nulos.", hint)
+        c.expect(
+            bool((pads == 0).all()),
+            "As posições de padding deveriam sair como vetores nulos.",
+            hint,
+            kind="propriedade",
+            mistake="padding-nulo",
+        )
     return module
 
 
@@ -478,7 +497,7 @@ def _run_token_init(c: Check, cls, vocab: int, d_model: int, padding_idx: int | 
         norm = br(float(row.norm()), ".3g")
         body = f"A linha {padding_idx} (a do padding) deveria começar em zero; tem norma {norm}."
         hint = HINT["rezero" if _attr(desc, "embedding.padding_idx") == padding_idx else "padding"]
-        c.expect(bool((row == 0).all()), body, hint)
+        c.expect(bool((row == 0).all()), body, hint, kind="propriedade", mistake="linha-do-padding-nula")
         table = torch.cat((table[:padding_idx], table[padding_idx + 1 :]))
     target = d_model**-0.5
     std, mean = table.std().item(), table.mean().item()
@@ -488,7 +507,13 @@ def _run_token_init(c: Check, cls, vocab: int, d_model: int, padding_idx: int | 
         f"1/√{d_model} = {br(target, '.4f')}; "
         f"a sua tem média {br(mean, '.4f')} e desvio {br(std, '.4f')}."
     )
-    c.expect(0.9 * target < std < 1.1 * target and abs(mean) < 0.1 * target, body, hint)
+    c.expect(
+        0.9 * target < std < 1.1 * target and abs(mean) < 0.1 * target,
+        body,
+        hint,
+        kind="parametro",
+        mistake="desvio-da-inicializacao",
+    )
 
 
 @TOK.visible_check
@@ -515,9 +540,20 @@ def check_token_embedding_hidden(cls: Callable) -> None:
         c.raise_for(response)
         grad = (response.param_grads or {}).get("embedding.weight")
         pad_ok = grad is not None and bool((grad[29] == 0).all())
-        c.expect(pad_ok, "A linha do padding recebeu gradiente.", HINT["padding"])
+        c.expect(
+            pad_ok,
+            "A linha do padding recebeu gradiente.",
+            HINT["padding"],
+            kind="propriedade",
+            mistake="padding-sem-gradiente",
+        )
         used = grad[torch.unique(ids[ids != 29])]
-        c.expect(bool((used.abs().sum(-1) > 0).all()), "Linhas de tokens usados não receberam gradiente.")
+        c.expect(
+            bool((used.abs().sum(-1) > 0).all()),
+            "Linhas de tokens usados não receberam gradiente.",
+            kind="propriedade",
+            mistake="gradiente-nos-usados",
+        )
         _run_token(c, cls, 5, 2, None, (1, 1), seed=5)
         _run_token_init(c, cls, 500, 36, 499, seed=7)
         # por último: uma resposta errada ouve antes o diagnóstico do erro dela
@@ -592,7 +628,13 @@ def _pe_buffer(c: Check, module: Handle, max_len: int, d_model: int, cls=None) -
         "pe" not in params, "`pe` é um parâmetro treinável; a tabela senoidal é fixa.", HINT["parameter"]
     )
     found = sorted(buffers) or "nenhum"
-    c.expect("pe" in buffers, f"Não encontrei o buffer `pe` (buffers do módulo: {found}).", HINT["buffer"])
+    c.expect(
+        "pe" in buffers,
+        f"Não encontrei o buffer `pe` (buffers do módulo: {found}).",
+        HINT["buffer"],
+        kind="estrutura",
+        mistake="buffer-pe",
+    )
     pe = _attr(desc, "pe")
     # antes de tudo, o exercício anterior: com a `sinusoidal_encoding` do aluno errada, o erro está lá
     try:
@@ -709,7 +751,7 @@ def _run_dropout(c: Check, cls: Callable, p: float = 0.5) -> None:
         f"Com dropout = {br(p, 'g')}, cerca de metade dos valores deveria ser zerada; "
         f"zerados: {1 - frac:.0%}."
     )
-    c.expect(0.15 < frac < 0.85, body, HINT["once"])
+    c.expect(0.15 < frac < 0.85, body, HINT["once"], kind="propriedade", mistake="fracao-zerada")
     twice = "o dropout aplicado DUAS vezes (valores divididos por (1 − p)²)"
     own = (
         "um dropout certo, mas sorteado por conta própria: use `nn.Dropout` (ou `F.dropout`), para que "
@@ -799,7 +841,12 @@ def check_learned_positional_embedding_hidden(cls: Callable) -> None:
         module = _build(c.case(tried), cls, 6, 5, seed=1)
         table, desc = _embedding(c, module, "position_embedding", 6, 5)
         n_params = desc.get("n_params")
-        c.expect(n_params == 30, f"O módulo deveria ter 6·5 = 30 parâmetros; tem {n_params}.")
+        c.expect(
+            n_params == 30,
+            f"O módulo deveria ter 6·5 = 30 parâmetros; tem {n_params}.",
+            kind="estrutura",
+            mistake="numero-de-parametros",
+        )
         _run_lpe(c.case(f"{tried}, x (2, 6, 5): T = max_len"), module, _x(c, 23, (2, 6, 5)), table)
         x = _x(c, 24, (3, 4, 5))
         out = c.case(f"{tried}, x (3, 4, 5): gradiente de saída.sum()").call(module, x)
@@ -1190,6 +1237,8 @@ def check_apply_rope(fn: Callable) -> None:
         c.case("normas dos pares").expect(
             torch.allclose(norms, torch.ones_like(norms), atol=1e-5),
             f"Uma rotação preserva a norma de cada par; as normas ficaram {_br_list(norms.flatten())}.",
+            kind="propriedade",
+            mistake="norma-dos-pares",
         )
         _run_rope(c, fn, _x(c, 30, (2, 5, 8)))
         _run_rope(c, fn, _x(c, 31, (3, 4, 6)), torch.tensor([5, 0, 2, 9]))
@@ -1224,7 +1273,7 @@ def check_apply_rope_hidden(fn: Callable) -> None:
         ]
         scores = [(qm * kn).sum().item() for qm, kn in rotated]
         body = f"Os produtos escalares deveriam ser iguais (só dependem de m − n); vieram {scores}."
-        c.expect(max(scores) - min(scores) < 1e-9, body)
+        c.expect(max(scores) - min(scores) < 1e-9, body, kind="propriedade", mistake="posicao-relativa")
         _value_error(c, "x (2, 3, 5): última dimensão ímpar", HINT["odd d"], fn, _x(c, 40, (2, 3, 5)))
         x = _x(c, 41, (2, 3, 4))
         _value_error(c, "x (2, 3, 4) com positions de 5 elementos", HINT["positions"], fn, x, torch.arange(5))

@@ -339,7 +339,13 @@ def _on_device(c: Check, fn, args: tuple, kwargs: dict, device: str, hint: str) 
         c.fail(f"Sua função levantou {response.error.get('type')}: {message}", hint)
     out = response.value
     where = f"O resultado foi criado em {_device(out)}, não no dispositivo pedido ({device})."
-    c.expect(isinstance(out, torch.Tensor) and _device(out).split(":")[0] == device, where, hint)
+    c.expect(
+        isinstance(out, torch.Tensor) and _device(out).split(":")[0] == device,
+        where,
+        hint,
+        kind="dispositivo",
+        mistake="dispositivo-pedido",
+    )
 
 
 # ---------------------------------------------------------------- causal_mask
@@ -396,7 +402,12 @@ def check_causal_mask(fn: Callable) -> None:
             _causal_case(c, fn, T)
         mask = _causal_case(c, fn, 6, device="cpu")
         where = _device(mask)
-        c.expect(where.split(":")[0] == "cpu", f"A máscara está em {where}, mas foi pedido 'cpu'.")
+        c.expect(
+            where.split(":")[0] == "cpu",
+            f"A máscara está em {where}, mas foi pedido 'cpu'.",
+            kind="dispositivo",
+            mistake="dispositivo-pedido",
+        )
         c.case("causal_mask(0) deve levantar ValueError").raises(ValueError, fn, 0)
 
 
