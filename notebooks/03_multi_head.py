@@ -223,8 +223,9 @@ for nome, separar in (("certo (view + transpose)", split_heads_ref), ("errado (v
 # ainda não existe. Por isso a correção compara com o PyTorch, e não só as formas.
 #
 # Juntar é o caminho inverso: `transpose(1, 2)` volta para $(B, T, H, D_k)$ e depois os dois últimos eixos
-# viram um só, $H \cdot D_k = D$. Depois de um `transpose` a memória não está mais em ordem
-# (o tensor não é **contíguo**), e `view` recusa; use `reshape` (ou `.contiguous().view(...)`).
+# viram um só, $H \cdot D_k = D$. O `view` só junta eixos que estão lado a lado na memória, e o
+# `transpose` separou justamente os dois que queremos juntar ($H$ e $D_k$): `view` recusa. Use
+# `reshape` (que copia quando precisa) ou `.contiguous().view(...)`.
 
 # %% [markdown]
 # ### Exercício 1 — `split_heads` (3 pontos)
@@ -328,9 +329,12 @@ cabecas.shape, torch.equal(merge_heads_ref(cabecas), x)
 #   cruzada), e `key` pode ser diferente de `value`;
 # - `mask` nas três formas da tabela acima (inclusive $(B, H, T_q, T_k)$, uma máscara por cabeça);
 # - float32 e float64, e o gradiente chega a todas as entradas e a todos os parâmetros;
+# - em modo de treino, o *dropout* sorteia do gerador global (`nn.Dropout` ou `F.dropout`) uma vez,
+#   sobre os pesos $(B, H, T_q, T_k)$, como o `nn.MultiheadAttention`: os testes (visíveis e ocultos)
+#   fixam a semente (`torch.manual_seed`) antes da chamada e comparam com ele;
 # - use as suas `split_heads` e `merge_heads` e a `scaled_dot_product_attention` do capítulo 2
-#   (já importada); não use `nn.MultiheadAttention` nem `F.multi_head_attention_forward` — eles são
-#   o gabarito.
+#   (já importada); se uma delas estiver errada, a mensagem diz que o erro está nela; não use
+#   `nn.MultiheadAttention` nem `F.multi_head_attention_forward` — eles são o gabarito.
 
 # %% nbgrader={"grade": false, "grade_id": "multi_head_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class MultiHeadAttention(nn.Module):
@@ -371,9 +375,9 @@ class MultiHeadAttention(nn.Module):
 # do meio, na ordem do cálculo — `W_Q(query)`, `W_K(key)`, `W_V(value)`, `weights`, a entrada de `W_O`
 # (as cabeças juntadas) e `output` —, e a mensagem diz em qual delas aparece a primeira diferença; se
 # ela coincide com um erro conhecido (separação sem `transpose`, escala por $\sqrt{d_{model}}$, a mesma
-# projeção para K e V...), diz qual. Os testes ocultos repetem a comparação em modo de treino, com
-# `dropout=0.5` e o mesmo estado do gerador aleatório nos dois módulos: um *dropout* fora do lugar
-# aparece ali.
+# projeção para K e V...), diz qual — depois de conferi-lo num segundo caso, com outros tamanhos. Os
+# testes (visíveis e ocultos) repetem a comparação em modo de treino, com `dropout=0.5` e o mesmo
+# estado do gerador aleatório nos dois módulos: um *dropout* fora do lugar aparece ali.
 
 # %% nbgrader={"grade": true, "grade_id": "test_multi_head_attention", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 check_multi_head_attention(MultiHeadAttention)

@@ -156,7 +156,10 @@ ffn = (D * F_ + F_) + (F_ * D + D)  # linear1 e linear2 com vieses
 #
 # - a ativação é a GELU exata (`F.gelu` ou `nn.GELU()`, sem `approximate="tanh"`);
 # - o *dropout* vai entre a GELU e `linear2`, com `nn.Dropout(dropout)` (em modo de avaliação,
-#   `.eval()`, ele não age); não ponha outro no fim da FFN;
+#   `.eval()`, ele não age); não ponha outro no fim da FFN. Os testes (visíveis e ocultos) rodam a FFN
+#   também em modo de treino, com `dropout=0.5` e a semente do gerador global fixada
+#   (`torch.manual_seed`) antes da chamada, e comparam com a fórmula sorteando do mesmo estado: use
+#   `nn.Dropout` (ou `F.dropout`), que sorteia desse gerador, uma vez, sobre a saída da GELU;
 # - float32 e float64, e o gradiente chega a todos os parâmetros.
 
 # %% nbgrader={"grade": false, "grade_id": "ffn", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -179,9 +182,10 @@ class FeedForward(nn.Module):
 
 
 # %% [markdown]
-# Os testes copiam para a sua FFN os pesos de uma camada do PyTorch e comparam com a fórmula;
-# se a saída coincidir com um erro conhecido (ReLU, nenhuma ativação, GELU aproximada...), a
-# mensagem diz qual.
+# Os testes copiam para a sua FFN os pesos de uma camada do PyTorch e comparam com a fórmula, em
+# modo de avaliação e em modo de treino (o mesmo estado do gerador); se a saída coincidir com um erro
+# conhecido (ReLU, nenhuma ativação, GELU aproximada, *dropout* no fim...), também num segundo caso,
+# a mensagem diz qual.
 
 # %% nbgrader={"grade": true, "grade_id": "test_ffn", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 check_feed_forward(FeedForward)
@@ -275,7 +279,11 @@ with torch.no_grad():  # só medimos: sem grafo de gradientes nos tensores mostr
 # - `mask` é booleana, **True = pode atender**, e vai como está para `self_attn` (que aceita
 #   $(T, T)$, $(B, T, T)$ ou $(B, 1, 1, T)$ / $(B, 1, T, T)$).
 # - Com *dropout*, aplique-o também à saída de cada subcamada antes da soma residual
-#   (`nn.Dropout`, que não age em modo de avaliação).
+#   (`nn.Dropout`, que não age em modo de avaliação), uma vez por subcamada e nesta ordem: os pesos
+#   da atenção (dentro de `self_attn`), a saída da atenção, o meio da FFN (dentro de `ffn`), a saída
+#   da FFN. Os testes (visíveis e ocultos) rodam a camada em modo de treino, com `dropout=0.3` e a
+#   semente do gerador global fixada antes da chamada: um sorteio a mais, a menos ou fora do lugar
+#   muda a saída.
 # - `d_model` não divisível por `n_heads` levanta `ValueError` (a `MultiHeadAttention` já faz isso).
 # - Use todo módulo que criar no `__init__` (a correção confere que todos os parâmetros recebem
 #   gradiente); float32 e float64; não use `nn.TransformerEncoderLayer`, `nn.MultiheadAttention`
@@ -283,8 +291,8 @@ with torch.no_grad():  # só medimos: sem grafo de gradientes nos tensores mostr
 #
 # A correção copia os pesos de um `nn.TransformerEncoderLayer(..., activation="gelu",
 # batch_first=True, norm_first=...)` para a sua camada, pelos nomes acima, e compara as saídas.
-# Em modo de treino, com *dropout*, compara com a camada do pacote sorteando com a mesma semente:
-# um *dropout* a mais, a menos ou fora do lugar muda os sorteios. Quando a saída difere e o erro
+# Em modo de treino, com *dropout*, compara com as mesmas peças do PyTorch sorteando com a mesma
+# semente, na ordem acima: um *dropout* a mais, a menos ou fora do lugar muda os sorteios. Quando a saída difere e o erro
 # não é um dos conhecidos, a mensagem diz em qual subcamada (`norm1`, `self_attn`, `ffn`...) a
 # primeira diferença aparece.
 
@@ -494,7 +502,9 @@ ln_gradient_widget(resultados)
 # - As duas atenções são `MultiHeadAttention(d_model, n_heads, dropout)` (passe o `dropout`), chamadas
 #   como no exercício 2, `attn(query, key, value, mask)` → `(output, weights)`: na atenção cruzada,
 #   `query` vem do decodificador e `key` e `value` são a memória;
-#   `norm_first` e o *dropout* na saída de cada subcamada seguem o exercício 2.
+#   `norm_first` e o *dropout* na saída de cada subcamada seguem o exercício 2 (em modo de treino,
+#   a ordem dos sorteios é a das subcamadas: autoatenção, atenção cruzada, FFN; os testes visíveis e
+#   ocultos fixam a semente do gerador global, como no exercício 2).
 # - `tgt_mask` vai como está para `self_attn` ($(T, T)$, $(B, T, T)$ ou $(B, 1, T, T)$) e
 #   `memory_mask` para `cross_attn` (por exemplo o *padding* da fonte, $(B, 1, 1, S)$); as duas são
 #   booleanas, True = pode atender.

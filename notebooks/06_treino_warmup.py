@@ -470,7 +470,8 @@ noam_widget()
 #   por lote, e o modelo chamado uma vez só por lote (reaproveite os logits para a acurácia);
 # - o modelo pode devolver os logits ou uma tupla cujo primeiro elemento são os logits;
 # - `"loss"` é a **média simples das perdas dos lotes** (um `float`: use `.item()`);
-#   `"accuracy"` é **acertos / total de exemplos** (a classe prevista é o `argmax` dos logits).
+#   `"accuracy"` é **acertos / total de exemplos**, também um `float` (a classe prevista é o `argmax`
+#   dos logits; conte os acertos com `.item()`).
 #
 # A correção usa um modelo-sonda e observa o comportamento: a ordem das chamadas, o modo do modelo e,
 # a cada `optimizer.step()`, a perda do lote, o gradiente, a taxa usada e os parâmetros, comparados

@@ -126,27 +126,55 @@ def grade(course: Path, *args: str) -> tuple[float, str]:
     return wall, run.stdout
 
 
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
+def _cpuacct_group() -> Path | None:
+    """Um cgroup v1 ``cpuacct`` novo (como root, onde existe): conta a CPU de todos os descendentes.
+
+    O ``RUSAGE_CHILDREN`` não serve: o kernel confinado é filho do init do espaço de PIDs do
+    bubblewrap e, quando o kernel é encerrado, quem o recolhe é o init da máquina; a CPU dele some da
+    conta do corretor. No cgroup, todo processo que nasce lá dentro é contado.
+    """
+    if os.geteuid() != 0 or not (CPUACCT / "cgroup.procs").exists():
+        return None
+    group = CPUACCT / f"bench-custo-{os.getpid()}-{time.time_ns()}"
+    try:
+        group.mkdir()
+    except OSError:
+        return None
+    return group
+
+
 def graded_cpu(course: Path, python: Path) -> tuple[float, float, str]:
-    """Relógio e CPU (usuário + sistema, de todos os processos filhos) de ``grade_class.py --sequencial``."""
+    """Relógio e CPU (usuário + sistema, corretor e kernels) de ``grade_class.py --sequencial``."""
     import resource
 
     env = nbgrader_env()
     env["PATH"] = f"{python.parent}{os.pathsep}{env['PATH']}"
     env.setdefault("OMP_NUM_THREADS", "1")
+    group = _cpuacct_group()
+    cmd = [str(python), str(course / "scripts" / "grade_class.py"), "--sequencial"]
+    if group is not None:
+        cmd = ["sh", "-c", f'echo $$ > "{group}/cgroup.procs" && exec "$@"', "sh", *cmd]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    run = subprocess.run(
-        [str(python), str(course / "scripts" / "grade_class.py"), "--sequencial"],
-        cwd=course,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    run = subprocess.run(cmd, cwd=course, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if group is not None:
+        cpu = int((group / "cpuacct.usage").read_text()) / 1e9
+        for _ in range(50):  # os últimos processos do grupo (kernels encerrados) saem em instantes
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+    else:
+        print("(sem cgroup cpuacct: a CPU dos kernels confinados pode ficar fora da conta)", flush=True)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if run.returncode != 0:
         raise RuntimeError(f"grade_class.py ({python}) falhou:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu, run.stdout
 
 

@@ -384,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nCorreção interrompida: {db_unavailable_message(db_url, str(getattr(exc, 'orig', exc)))}")
         return 1
     export = run_nbgrader("export", f"--to={ROOT / 'grading' / 'notas.csv'}", cwd=ROOT, db_url=db_url)
+    class_report = write_report()
 
     # ---------------------------------------------------------------- relatório
     print()
@@ -425,7 +426,24 @@ def main(argv: list[str] | None = None) -> int:
         "devolutivas: grading/feedback/; "
         + ("notas: grading/notas.csv" if export.returncode == 0 else "export falhou (veja o log)")
     )
+    if class_report:
+        print(f"relatório da turma: {class_report}")
     return 0
+
+
+def write_report() -> str:
+    """O relatório da turma (HTML + diagnosticos.csv) a partir dos vereditos; '' sem vereditos."""
+    from transformer_course.instructor.report import write_class_report
+
+    try:
+        written = write_class_report(ROOT)
+    except Exception as exc:  # noqa: BLE001 - o relatório não derruba as notas já gravadas
+        print(f"\nO relatório da turma não foi escrito: {type(exc).__name__}: {exc}")
+        return ""
+    if written is None:
+        return ""
+    html_path, csv_path = written
+    return f"{html_path.relative_to(ROOT)} (+ {csv_path.relative_to(ROOT)})"
 
 
 if __name__ == "__main__":

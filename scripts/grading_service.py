@@ -91,6 +91,7 @@ class GradingService:
         self.failed: dict[tuple[str, str], str] = {}  # (aluno, capítulo) -> carimbo que falhou
         self.done: dict[tuple[str, str], str] = {}  # (aluno, capítulo) -> carimbo já corrigido e liberado
         self.known_students: set[str] = set()
+        self.report_due = False  # há notas novas desde o último relatório da turma
         self.client = None
         self.cluster = None
 
@@ -247,6 +248,22 @@ class GradingService:
                 say(f"{student} / {chapter}: NÃO corrigida: {reason}")
                 continue
             self.release(student, chapter, when)
+            self.report_due = True
+        if self.report_due and not self.in_flight:
+            self.write_report()
+
+    def write_report(self) -> None:
+        """O relatório da turma (HTML + diagnosticos.csv), refeito quando as correções em curso acabam."""
+        from transformer_course.instructor.report import write_class_report
+
+        self.report_due = False
+        try:
+            written = write_class_report(ROOT)
+        except Exception as exc:  # noqa: BLE001 - o relatório não para o serviço
+            say(f"o relatório da turma não foi escrito: {type(exc).__name__}: {exc}")
+            return
+        if written:
+            say(f"relatório da turma atualizado: {written[0].relative_to(ROOT)}")
 
     def release(self, student: str, chapter: str, when: dt.datetime) -> None:
         result = self.api.release_feedback(chapter, student)

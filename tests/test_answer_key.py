@@ -119,12 +119,43 @@ print(json.dumps(failures))
 """
 
 
+def _notebook_imports(chapter: str) -> tuple[list[str], list[str]]:
+    """As importações do notebook que as respostas-modelo usam, como no pacote dos alunos sem gabarito.
+
+    As de fora do pacote vêm como estão (``from torch.optim.lr_scheduler import LambdaLR``). Uma
+    ferramenta do enunciado importada com apelido (``FeedForward as FeedForwardRef``) é, no pacote dos
+    alunos sem o gabarito, a resposta do próprio aluno (``answer_key.own``): aqui, o apelido da
+    resposta-modelo do mesmo nome (``FeedForwardRef = FeedForward``). Devolve (importações, apelidos).
+    """
+    import ast
+
+    nb = nbformat.read(ROOT / "source" / chapter / f"{chapter}.ipynb", as_version=4)
+    tools = answer_key.tools_of(chapter)
+    lines = []
+    for cell in nb.cells:
+        tree = answer_key._cell_tree(cell.source) if cell.cell_type == "code" else None
+        for node in tree.body if tree is not None else ():
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("transformer_course"):
+                module = (node.module or "").removeprefix("transformer_course").lstrip(".")
+                lines += [
+                    f"{alias.asname} = {alias.name}"
+                    for alias in node.names
+                    if (module, alias.name) in tools and alias.asname
+                ]
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                if "transformer_course" not in ast.unparse(node):
+                    lines.append(ast.unparse(node))
+    return [ln for ln in lines if " = " not in ln], [ln for ln in lines if " = " in ln]
+
+
 @pytest.mark.slow
 def test_visible_checks_work_without_any_reference(tmp_path):
     """Ao estudar no hub, as verificações rodam com as referências retidas: elas não podem ser oráculos."""
     package = answer_key.student_package(tmp_path / "turma", released=[])
-    setup = "import math\nimport torch\nfrom torch import nn\nfrom torch.nn import functional as F\n"
-    code = setup + "\n\n".join(solution_code(chapter) for chapter in CHAPTERS)
+    imports, aliases = zip(*(_notebook_imports(chapter) for chapter in CHAPTERS), strict=True)
+    setup = "\n".join(dict.fromkeys(line for lines in imports for line in lines))
+    solutions = "\n\n".join(solution_code(chapter) for chapter in CHAPTERS)
+    code = "\n\n".join([setup, solutions, *("\n".join(lines) for lines in aliases if lines)])
     source = tmp_path / "gabarito.py"
     source.write_text(code)
     r = subprocess.run(

@@ -229,7 +229,7 @@ def _sched_wrong(kind):
         ("no_factor", "`factor` ignorado"),
         ("swap", "trocados"),
         ("class", "LambdaLR"),
-        ("bad_noam", "SEM o fator d_model.*na sua `noam_lr`"),
+        ("bad_noam", "SEM o fator d_model.*na função que o `LambdaLR` recebeu"),
         ("crash0", "ZeroDivisionError(.|\n)*passo 0"),
     ],
 )

@@ -33,7 +33,7 @@ from conftest import ROOT, copy_course
 pytestmark = pytest.mark.slow
 
 CHAPTER = "02_atencao"
-CELL_TIMEOUT = 20  # segundos por célula: o laço infinito custa isso
+CELL_TIMEOUT = 45  # segundos por célula (e por pedido do juiz): o laço infinito custa isso; folga para a máquina ocupada
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
@@ -474,3 +474,42 @@ def test_deleted_cell_restored_and_graded(graded_class):
 def test_torch_is_intact_here():
     # Sanidade: as adulterações acima rodaram no kernel da correção, não neste processo.
     assert torch.testing.assert_close.__module__ == "torch.testing._comparison"
+
+
+NO_SCALE = ("troca_verificacao", "assert_close_vazio", "tensor_mentiroso", "modo_do_torch_mentiroso")
+
+
+def test_class_report_counts(graded_class):
+    """O relatório da turma (``make grade-class``): as contagens batem com as notas e os diagnósticos."""
+    import csv
+    import html
+
+    grading = graded_class["course"] / "grading"
+    assert "relatório da turma: grading/relatorio_da_turma.html" in graded_class["report"]
+    with (grading / "diagnosticos.csv").open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    scores = graded_class["scores"]
+    # Uma linha por aluno corrigido × célula de teste, com os pontos que o gradebook gravou.
+    by_key = {(r["aluno"], r["celula"]): r for r in rows}
+    for student, cells in scores.items():
+        for grade_id, points in cells.items():
+            if (student, grade_id) in by_key:
+                got = float(by_key[student, grade_id]["pontos"])
+                assert got == pytest.approx(points or 0), (student, grade_id)
+    # Os que esqueceram a escala têm o mesmo diagnóstico (o mesmo id estável, o erro conhecido).
+    ids = {by_key[s, "test_sdpa"]["diagnostico_id"] for s in NO_SCALE}
+    mistakes = {by_key[s, "test_sdpa"]["erro_conhecido"] for s in NO_SCALE}
+    assert len(ids) == 1 and "" not in ids, ids
+    assert len(mistakes) == 1 and "" not in mistakes, mistakes
+    assert by_key["gabarito", "test_sdpa"]["status"] == "passou"
+    # O HTML: a fração que passa em cada teste e o diagnóstico mais frequente com quem o teve.
+    page = html.unescape((grading / "relatorio_da_turma.html").read_text(encoding="utf-8"))
+    sdpa = [r for r in rows if r["celula"] == "test_sdpa"]
+    passed = sum(r["status"] == "passou" for r in sdpa)
+    assert "test_sdpa (visível)" in page and f"({passed} de {len(sdpa)})" in page
+    (diag_id,) = ids
+    with_it = sorted({r["aluno"] for r in sdpa if r["diagnostico_id"] == diag_id})
+    assert set(NO_SCALE) <= set(with_it)
+    row = f"<code>{diag_id}</code></small></td><td class='n'>{len(with_it)}</td><td>{', '.join(with_it)}</td>"
+    assert row in page
+    assert "<script" not in page.lower() and "Content-Security-Policy" in page

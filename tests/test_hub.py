@@ -575,3 +575,53 @@ def test_senhas_e_tokens_fora_dos_logs_e_do_repositorio(turma):
         assert grep.returncode != 0, f"{what} aparece num arquivo do repositório"
         assert grep.returncode == 1, f"git grep falhou ({grep.returncode}): {grep.stderr.decode()}"
     assert (turma["estado"] / "hub" / "contas.json").stat().st_mode & 0o777 == 0o600
+
+
+def _reference_as(name: str, estado: Path) -> subprocess.CompletedProcess:
+    """O que o kernel de ``name`` vê da referência de ``scaled_dot_product_attention``: o ambiente do
+    servidor dele (o PATH e o PYTHONPATH que o hub deu), perguntado como ele."""
+    proc = user_server_process(name)
+    env = dict(item.split("=", 1) for item in (proc / "environ").read_text().split("\0") if "=" in item)
+    python = Path(env["PATH"].split(os.pathsep)[0]) / "python"
+    code = (
+        "import inspect, transformer_course.attention as a\n"
+        "print(inspect.getsource(a.scaled_dot_product_attention))\n"
+        "print('ARQUIVO', a.__file__)\n"
+    )
+    cmd = ["env", f"PYTHONPATH={env.get('PYTHONPATH', '')}", str(python), "-c", code]
+    return hh.as_user(name, cmd, Path("/"), estado)
+
+
+def test_gabarito_fica_com_o_professor_ate_ser_liberado(turma):
+    """Roda por último (libera o gabarito do capítulo 2): antes, a conta de Ana não lê a referência
+    de ``scaled_dot_product_attention`` nem pelo pacote instalado; depois de ``--liberar-gabarito``, lê."""
+    ana, estado = turma["ana"], turma["estado"]
+    before = _reference_as(ana, estado)
+    assert before.returncode == 0, before.stderr[-2000:]
+    assert "math.sqrt" not in before.stdout and "softmax" not in before.stdout, before.stdout
+    package = Path(before.stdout.split("ARQUIVO", 1)[1].strip()).parent
+    leaks = []
+    for path in package.rglob("*.py"):
+        if hh.user_can_read(ana, path, estado) and "def scaled_dot_product_attention" in path.read_text():
+            text = path.read_text()
+            body = text.split("def scaled_dot_product_attention", 1)[1][:1500]
+            if "softmax" in body:
+                leaks.append(str(path))
+    assert not leaks, f"Ana lê a referência em {leaks}"
+    r = subprocess.run(
+        [
+            str(ROOT / ".venv" / "bin" / "python"),
+            str(ROOT / "hub" / "preparar.py"),
+            "--estado",
+            str(estado),
+            "--liberar-gabarito",
+            CHAPTER,
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    after = _reference_as(ana, estado)
+    assert after.returncode == 0, after.stderr[-2000:]
+    assert "softmax" in after.stdout, after.stdout

@@ -171,6 +171,19 @@ class TorchFunctional(Base):
         return out.transpose(0, 1), w
 
 
+def split_reshape_direct(x, n_heads):
+    """Sem `transpose`; como a `split_heads` do notebook, a MultiHeadAttention abaixo a usa."""
+    B, T, D = x.shape
+    if D % n_heads:
+        raise ValueError("não divisível")
+    return x.reshape(B, n_heads, T, D // n_heads)
+
+
+class UsesSplitHeads(Base):
+    def split(self, x):
+        return split_heads(x, self.h)
+
+
 class Stub(nn.Module):
     def __init__(self, d_model, n_heads, dropout=0.0, bias=True):
         super().__init__()
@@ -185,17 +198,18 @@ CASES = {
     "split_no_transpose": ("split_heads", "sem `transpose`", ""),
     "split_no_check": ("split_heads", "verificação de divisibilidade", ""),
     "split_detached": ("split_heads", None, "não está ligada ao grafo"),
-    "merge_view_after_transpose": ("merge_heads", "contígua", ""),
+    "merge_view_after_transpose": ("merge_heads", "dois eixos que um `transpose` separou", ""),
     "merge_mean": ("merge_heads", "média das cabeças", ""),
     "SplitNoTranspose": ("MultiHeadAttention", "separação de cabeças sem `transpose`", ""),
     "ScaleByDModel": ("MultiHeadAttention", "1/√d_model em vez de 1/√d_k", ""),
     "Mask3DWithoutHeadAxis": ("MultiHeadAttention", "sem o eixo das cabeças", "eixo das cabeças"),
     "HeadsRolled": ("MultiHeadAttention", "aparece em `merge_heads(...)`, a entrada de W_O", ""),
-    "ViewAfterTranspose": ("MultiHeadAttention", "contígua", "contígua"),
-    "DropoutAfterOutputProjection": ("MultiHeadAttention", None, "cabeças juntadas SEM dropout"),
-    "WeightsAfterDropout": ("MultiHeadAttention", None, "pesos depois do dropout"),
+    "ViewAfterTranspose": ("MultiHeadAttention", *["eixos que um `transpose` separou"] * 2),
+    "DropoutAfterOutputProjection": ("MultiHeadAttention", *["cabeças juntadas SEM dropout"] * 2),
+    "WeightsAfterDropout": ("MultiHeadAttention", "pesos depois do dropout", "pesos depois do dropout"),
     "DetachedOutput": ("MultiHeadAttention", None, "não está ligada ao grafo"),
     "TorchFunctional": ("MultiHeadAttention", None, "`F.multi_head_attention_forward`"),
+    "UsesSplitHeads": ("MultiHeadAttention", "o erro está em `split_heads`", "o erro está em `split_heads`"),
     "Stub": ("MultiHeadAttention", "não implementado", "não implementado"),
 }
 
@@ -218,6 +232,14 @@ def answers():
 def test_wrong_answers_lose_points_remotely_with_the_local_message(answers, name):
     kernel, namespace = answers
     exercise, *words = CASES[name]
+    # as respostas de split_heads e merge_heads ficam com esses nomes no kernel (local_and_remote): a MHA
+    # seguinte as acharia ao lado dela, e deste lado não; cada caso começa sem elas, dos dois lados.
+    kernel.run("globals().pop('split_heads', None); globals().pop('merge_heads', None)")
+    namespace.pop("split_heads", None)
+    namespace.pop("merge_heads", None)
+    if name == "UsesSplitHeads":  # a `split_heads` do notebook, que a MHA usa: a errada, dos dois lados
+        kernel.run("split_heads = split_reshape_direct")
+        namespace["split_heads"] = namespace["split_reshape_direct"]
     verdicts = local_and_remote(kernel, "03_multi_head", exercise, namespace[name], name, OFFSET)
     for grade_id, (local, verdict) in verdicts.items():
         expected = words[verdict.hidden]

@@ -66,6 +66,18 @@ class UnusedLinear(make_decoder(None)):
         self.extra = nn.Linear(4, 4)
 
 
+class CrossBySelfAttn(make_decoder(None)):
+    """A atenção cruzada pelo módulo da autoatenção (Pre-LN): `self.cross_attn` nunca é chamada."""
+
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        h = self.norm1(x)
+        a, sw = self.self_attn(h, h, h, tgt_mask)
+        x = x + self.drop(a)
+        a, cw = self.self_attn(self.norm2(x), memory, memory, memory_mask)
+        x = x + self.drop(a)
+        return x + self.drop(self.ffn(self.norm3(x))), sw, cw
+
+
 class FiveDMask(make_encoder(None)):
     def forward(self, x, mask=None):
         return super().forward(x, None if mask is None else mask.unsqueeze(1))
@@ -80,21 +92,22 @@ FIRST = "primeira diferença aparece em "
 # "": falha (com a mensagem que for, a mesma dos dois lados)
 CASES = {
     'make_ffn("relu")': ("FeedForward", "ReLU em vez de GELU", ""),
-    'make_ffn("dropout_at_end")': ("FeedForward", None, "no fim, depois de `linear2`"),
+    'make_ffn("dropout_at_end")': ("FeedForward", "no fim, depois de `linear2`", ""),
     "ScaledFFN": ("FeedForward", FIRST + "`linear2`, na entrada", ""),
     "DetachedFFN": ("FeedForward", None, "não está ligada ao grafo"),
     'make_encoder("swap_ln")': ("EncoderLayer", "`norm_first=True` pede Pre-LN", ""),
     'make_encoder("mask_ignored")': ("EncoderLayer", "atenção sem máscara", ""),
-    'make_encoder("no_layer_dropout")': ("EncoderLayer", None, "sem *dropout* na saída das subcamadas"),
-    'make_encoder("dropout_after_sum")': ("EncoderLayer", None, FIRST + "`norm2`, na entrada"),
+    'make_encoder("no_layer_dropout")': ("EncoderLayer", "sem *dropout* na saída das subcamadas", ""),
+    'make_encoder("dropout_after_sum")': ("EncoderLayer", FIRST + "`norm2`, na entrada", ""),
     'make_encoder("scaled_sa")': ("EncoderLayer", FIRST + "`norm2`, na entrada", ""),
     "AliasedNorms": ("EncoderLayer", "única LayerNorm", "única LayerNorm"),
     "FiveDMask": ("EncoderLayer", "5 eixos", ""),
     'make_decoder("cross_on_self")': ("DecoderLayer", "entrada do decodificador em vez da memória", ""),
     'make_decoder("swapped_weights")': ("DecoderLayer", "pesos da atenção cruzada no lugar", ""),
     'make_decoder("scaled_memory")': ("DecoderLayer", FIRST + "`cross_attn`, na saída", ""),
-    'make_decoder("attn_no_dropout")': ("DecoderLayer", None, "atenção sem *dropout* nos pesos"),
+    'make_decoder("attn_no_dropout")': ("DecoderLayer", "atenção sem *dropout* nos pesos", ""),
     "UnusedLinear": ("DecoderLayer", None, "não receberam gradiente"),
+    "CrossBySelfAttn": ("DecoderLayer", "`cross_attn` nunca foi chamada", ""),
 }  # fmt: skip
 
 
