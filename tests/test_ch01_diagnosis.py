@@ -244,6 +244,13 @@ FOUND = {
         "parametros-da-senoidal",
         r"metades \[senos \| cossenos\].*a base é 100, não 10000 \(é o que dá o expoente i/d_model",
     ),
+    "sin: posição multiplicada pela escada": (
+        "sinusoidal_encoding",
+        _sin(base="(1 / 10000.0)"),
+        "parametro",
+        "parametros-da-senoidal",
+        r"ω_i = 10000\^\(\+2i/d_model\): a posição foi multiplicada",
+    ),
     "sin: -sen": (
         "sinusoidal_encoding",
         _sin(layout="pe[:, 0::2] = -torch.sin(a)\n    pe[:, 1::2] = torch.cos(a)"),

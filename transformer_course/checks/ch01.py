@@ -224,6 +224,18 @@ def _sin_layouts(table: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Ten
     }
 
 
+def _geometric(omega: torch.Tensor) -> bool:
+    """ω_i = ω_0·r^i com ω > 0 (uma escada geométrica, como base^(−2i/d)); com um par só, vale."""
+    if omega.numel() < 2:
+        return bool(omega[0] > 0)
+    if not bool((omega > 0).all()):
+        return False
+    ratio = omega[1] / omega[0]
+    return bool(
+        torch.allclose(omega, omega[0] * ratio ** torch.arange(omega.numel(), dtype=omega.dtype), rtol=1e-3)
+    )
+
+
 def _fit_sin(table: torch.Tensor):
     """(arranjo, sinal do seno, deslocamento k, ω (d/2,)): a tabela é sin/cos((p + k)·ω_i) num arranjo?"""
     t = table.detach().double()
@@ -244,8 +256,20 @@ def _fit_sin(table: torch.Tensor):
                 if float(omega[0]) <= 0:
                     continue
                 miss = _wrap(pp[:, None] * omega - phi).abs() > 2e-3 * (1 + T)
-                if not bool(miss.any()):
+                if not bool(miss.any()) and _geometric(omega):
                     return layout, sign, k, omega
+    # frequências maiores que 1 dão a volta já na posição 1: as bases que se escrevem sem querer
+    i = torch.arange(d // 2, dtype=torch.float64)
+    for layout, (s, c) in _sin_layouts(t).items():
+        for sign in (1.0, -1.0):
+            for k in (0, 1):
+                for base in (1e-4, 1e-2):  # 10000^(+2i/d): p multiplicado pela frequência, não dividido
+                    omega = base ** (-2 * i / d)
+                    a = (p + k)[:, None] * omega
+                    if torch.allclose(s, sign * torch.sin(a), atol=1e-3) and torch.allclose(
+                        c, torch.cos(a), atol=1e-3
+                    ):
+                        return layout, sign, k, omega
     return None
 
 
@@ -276,6 +300,8 @@ def _sin_rule(fit) -> tuple[tuple, str]:
         parts.append(f"ω_0 = {br(scale, '.4g')} (a primeira frequência é 1)")
     if b_eff is not None and abs(b_eff - 10000) > 10:
         note = " (é o que dá o expoente i/d_model em vez de 2i/d_model)" if abs(b_eff - 100) < 0.1 else ""
+        if abs(b_eff * 1e4 - 1) < 1e-3:
+            note = " (ω_i = 10000^(+2i/d_model): a posição foi multiplicada pela escada, não dividida)"
         parts.append(f"ω_i = {br(b_eff, '.5g')}^(−2i/d_model): a base é {br(b_eff, '.5g')}, não 10000{note}")
     rule = (layout, sign, k, round(scale, 3), None if b_eff is None else round(b_eff, 1))
     return rule, "; ".join(parts)
