@@ -475,7 +475,7 @@ mha_3 = nn.MultiheadAttention(embed_dim=4, num_heads=1, batch_first=True)
 with torch.no_grad():
     saidas_3 = {
         "softmax à mão, -inf (o do capítulo 2)": scores3.masked_fill(~pode3, float("-inf")).softmax(-1) @ v3,
-        "softmax à mão, -1e9": scores3.masked_fill(~pode3, -1e9).softmax(-1) @ v3,
+        "softmax à mão, -10⁹": scores3.masked_fill(~pode3, -1e9).softmax(-1) @ v3,
         "F.scaled_dot_product_attention": F.scaled_dot_product_attention(q3, k3, v3, attn_mask=pode3),
         "nn.MultiheadAttention (need_weights=True, o padrão)": mha_3(q3, k3, v3, attn_mask=~pode3)[0],
         "nn.MultiheadAttention (need_weights=False)": mha_3(
@@ -528,7 +528,7 @@ plots.nan_heatmaps(
         s.masked_fill(~mascara_esq, -1e9).softmax(-1),
         masked_softmax_ref(s, mascara_esq),
     ],
-    ["softmax à mão, -inf: NaN", "-1e9: uniformes, futuro incluído", "masked_softmax: zeros"],
+    ["softmax à mão, -inf: NaN", "-10⁹: uniformes, futuro incluído", "masked_softmax: zeros"],
     rot_esq,
 )
 
@@ -556,7 +556,7 @@ x2, _ = attention_ref(x1, x1, x1, mascara_4d[:, 0])
 
 # %%
 pesos_1e9 = s.masked_fill(~mascara_esq, -1e9).softmax(-1)  # (6, 6)
-{"peso das linhas 0 e 1 nas chaves 2..5 (o futuro)": [br(p, ".4f") for p in pesos_1e9[:2, 2:].sum(-1)]}
+{"peso das linhas 0 e 1 nas chaves 2 a 5 (o futuro)": [br(p, ".4f") for p in pesos_1e9[:2, 2:].sum(-1)]}
 
 # %% [markdown]
 # Nessas posições a saída costuma ser descartada (a perda ignora os `<pad>`, e nenhuma consulta
@@ -573,8 +573,8 @@ bloqueia_2 = torch.tensor([False, True, True])
 try:
     s16.masked_fill(bloqueia_2, -1e9)
 except RuntimeError as erro:
-    print("masked_fill com -1e9 em float16:", erro)
-print("-1e9 convertido para float16:", br(torch.tensor(-1e9).half()))
+    print("masked_fill com -10⁹ em float16:", erro)
+print("-10⁹ convertido para float16:", br(torch.tensor(-1e9).half()))
 minimo = torch.finfo(torch.float16).min
 print("finfo(float16).min:", br(minimo, ",.0f"))
 scores16 = torch.tensor([-20.0, -16.0, -15.0, 0.0, 3.0, 15.0, 20.0], dtype=torch.float16)

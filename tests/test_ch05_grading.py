@@ -27,6 +27,14 @@ WRONG = [
     ),
     ("triangulo_superior", "causal_mask", ".tril()", ".triu()", "SUPERIOR"),
 ]
+# Os exercícios que cada entrega errada erra: as células deles valem 0, e as dos outros, tudo. A
+# `decoder_self_mask` do gabarito usa a `causal_mask` do aluno: o triângulo superior derruba as duas.
+# (Uma entrega com 0 em tudo é o kernel confinado que não importou o pacote, não um erro de máscara.)
+FAILS = {
+    "ou_no_lugar_de_e": {"decoder_self_mask"},
+    "menos_1e9": {"masked_softmax"},
+    "triangulo_superior": {"causal_mask", "decoder_self_mask"},
+}
 
 
 def _wrong_submission(solution, grade_id, right, wrong):
@@ -57,6 +65,10 @@ def test_mask_mistakes_lose_points_with_diagnosis(tmp_path):
             auto = [g for nb in sub.notebooks for g in nb.grades if g.cell_type == "code"]
             score, total = sum(g.score or 0 for g in auto), sum(g.max_score for g in auto)
             assert 0 < score < total, (student, score, total)
+            for g in auto:
+                exercise = g.name.removeprefix("test_").removesuffix("_hidden")
+                wanted = 0 if exercise in FAILS[student] else g.max_score
+                assert (g.score or 0) == wanted, (student, g.name, g.score, g.max_score)
 
     for student, _, _, _, diagnosis in WRONG:
         html = (course / "grading" / "feedback" / student / CHAPTER / f"{CHAPTER}.html").read_text()

@@ -252,7 +252,7 @@ def sinusoidal_encoding(max_len, d_model):
         "ângulos em float32",
         rope(DTYPE="torch.float32"),
         BOTH,
-        {"visível": "Valores diferentes", "oculto": "ângulos calculados em float32"},
+        {"visível": "θ, p·θ (e cos/sin) foram calculados em float32", "oculto": "precisão de float32"},
     ),
     (
         "alibi_bias",

@@ -444,9 +444,13 @@ def expect_close(
         if not finite.all():
             body.append(f"Há {_in(what)} {int((~finite).sum())} valores NaN ou infinitos.")
         if idx:
+            # algarismos bastantes para que esperado e obtido não saiam iguais (um erro de 10⁻⁸ em 0,15)
+            digits = 6
+            while digits < 17 and _number(e[idx].item(), digits) == _number(a[idx].item(), digits):
+                digits += 1
             body.append(
-                f"Primeira diferença no índice {idx}: esperado {_number(e[idx].item())}, "
-                f"obtido {_number(a[idx].item())}."
+                f"Primeira diferença no índice {idx}: esperado {_number(e[idx].item(), digits)}, "
+                f"obtido {_number(a[idx].item(), digits)}."
             )
         kind = "nan" if not finite.all() else "valores"
         raise _fail(name, tried, "\n".join(body), hint, kind=kind, where=what, **known()) from None

@@ -188,8 +188,10 @@ def assert_causal(
     for t in range(T - 1):
         leak = future_leak(fn, x, t, generator, vocab_size)
         if leak > atol * scale:
+            future = f"na posição {t + 1}" if t + 1 == T - 1 else f"nas posições {t + 1} a {T - 1}"
+            past = "na posição 0" if t == 0 else f"nas posições 0 a {t}"
             raise AssertionError(
-                f"A função não é causal: trocar as entradas nas posições {t + 1}..{T - 1} mudou a "
-                f"saída nas posições 0..{t} (maior |Δ| = {br(leak, '.3g')}). Falta a máscara causal, "
-                "ela está invertida ou transposta, ou outra operação mistura as posições."
+                f"A função não é causal: trocar as entradas {future} mudou a saída {past} "
+                f"(maior |Δ| = {br(leak, '.3g')}). Falta a máscara causal, ela está invertida ou "
+                "transposta, ou outra operação mistura as posições."
             )
