@@ -542,6 +542,7 @@ def test_grade_class_in_a_terminal(tmp_path):
     assert "\x1b[2J" not in screen
     assert unread == len(TYPED) + 1, f"alguém leu o que o instrutor digitou ({unread} bytes ficaram)"
     graded = (course / "grading" / "autograded" / "hostil" / CHAPTER / f"{CHAPTER}.ipynb").read_text()
+    assert MARK in graded, "o ataque não rodou"  # o ipykernel pôs na saída da célula o que foi para os fds 1 e 2
     assert "LIDO DO TERMINAL: b''" in graded, graded[-2000:]
     logs = [course / "grading" / "dask-workers.log", course / "grading" / "autograde.log"]
     feedback = list((course / "grading" / "feedback").rglob("*.html"))
