@@ -314,6 +314,22 @@ def test_hide_arguments():
     finally:
         os.close(fd)
     assert sandbox.hide_arguments(["python", "-c", "1"]) == (["python", "-c", "1"], None)
+    short, fd = sandbox.hide_arguments(["/usr/bin/bwrap", "--unshare-pid", "--", "x"])
+    os.close(fd)
+    assert short == ["/usr/bin/bwrap", "--args", str(fd), "--", "x"]
+
+
+def test_kernel_stderr_is_capped():
+    """O stderr do kernel: um pipe do corretor que guarda só o começo (e conta o resto)."""
+    pipe = sandbox.CappedPipe(cap=1000)
+    code = "import os\nos.write(2, b'\\x1b[2J' + b'e' * 2_000_000)"
+    run = subprocess.run([sys.executable, "-c", code], stderr=pipe.write_fd, timeout=60)
+    pipe.close_writer()
+    assert run.returncode == 0
+    assert pipe.wait(60), "o pipe não terminou"
+    assert pipe.total == 2_000_004 and len(pipe.head) == 1000
+    text = pipe.text()
+    assert "\x1b" not in text and "\\x1b[2J" in text and "mais 1999004 bytes descartados" in text
 
 
 @needs_sandbox
@@ -542,7 +558,9 @@ def test_grade_class_in_a_terminal(tmp_path):
     assert "\x1b[2J" not in screen
     assert unread == len(TYPED) + 1, f"alguém leu o que o instrutor digitou ({unread} bytes ficaram)"
     graded = (course / "grading" / "autograded" / "hostil" / CHAPTER / f"{CHAPTER}.ipynb").read_text()
-    assert MARK in graded, "o ataque não rodou"  # o ipykernel pôs na saída da célula o que foi para os fds 1 e 2
+    assert MARK in graded, (
+        "o ataque não rodou"
+    )  # o ipykernel pôs na saída da célula o que foi para os fds 1 e 2
     assert "LIDO DO TERMINAL: b''" in graded, graded[-2000:]
     logs = [course / "grading" / "dask-workers.log", course / "grading" / "autograde.log"]
     feedback = list((course / "grading" / "feedback").rglob("*.html"))

@@ -653,9 +653,11 @@ def test_correcao_num_terminal_do_hub_nao_vaza_o_token(turma, browser):
         nbformat.write(solution, target)
         hh.preparar.chown_tree(curso / "grading", prof)
 
+        # O shell de login do terminal refaz o PATH (/etc/profile): o Python do hub, pelo caminho.
+        python = hh.preparar.bin_dos_usuarios(turma["estado"], "local") / "python"
         command = (
             "cd ~/" + hh.preparar.COURSE_DIRNAME + " && echo TEM-TOKEN:${JPY_API_TOKEN:+sim} && "
-            f"python scripts/grade_class.py {CHAPTER} --workers=1; echo FIM-DA-CORRECAO:$?"
+            f"{python} scripts/grade_class.py {CHAPTER} --workers=1; echo FIM-DA-CORRECAO:$?"
         )
         start = time.monotonic()
         screen = page.evaluate(TERMINAL_JS, [f"/user/{prof}/", command, 900_000])

@@ -13,7 +13,11 @@ Na correção (``nbgrader autograde``), o código de cada entrega roda num kerne
   processo que ele criou morre junto (o ``--die-with-parent`` mata o kernel se o nbgrader morrer);
 - um **usuário descartável** (uid aleatório, sem privilégios nem capacidades, via ``setpriv``)
   quando o corretor roda como root, para que o limite de processos valha (o root o ignora);
-- **limites** (``prlimit``): memória virtual, processos, tempo de CPU, tamanho de arquivo.
+- **limites** (``prlimit``): memória virtual, processos, tempo de CPU, tamanho de arquivo;
+- **nada do corretor**: do ambiente, só :data:`PASS_ENV` (nomes exatos: nenhum token); stdin e stdout
+  em ``/dev/null`` e stderr num pipe com limite (nunca o terminal nem um log compartilhado); a pasta
+  da conexão num tmpfs pequeno (como root), apagada sem recursão; as opções do bwrap por
+  ``--args FD``, fora de ``/proc/1/cmdline`` (veja "a fronteira do processo do kernel", abaixo).
 
 O nbgrader chega a isto pelo ``nbgrader_config.py`` do curso: ``Autograde.autograde_preprocessors``
 usa :class:`SandboxedExecute`, cujo gerenciador de kernels é :class:`SandboxedKernelManager`.
@@ -520,9 +524,9 @@ def hide_arguments(cmd: list[str]) -> tuple[list[str], int | None]:
     ``memfd``, que o processo filho herda por ``pass_fds``; o bwrap o lê e o fecha antes de rodar o
     kernel). Um comando sem ``bwrap`` volta como está, com ``None``.
     """
-    if "bwrap" not in cmd:
+    start = next((i for i, arg in enumerate(cmd) if os.path.basename(arg) == "bwrap"), None)
+    if start is None:
         return cmd, None
-    start = cmd.index("bwrap")
     try:
         end = cmd.index("--", start)
     except ValueError:
@@ -572,6 +576,11 @@ class CappedPipe:
         if self.write_fd is not None:
             os.close(self.write_fd)
             self.write_fd = None
+
+    def wait(self, timeout: float) -> bool:
+        """Espera o fim do pipe (todos os que escrevem fecharam), até ``timeout`` segundos."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def text(self) -> str:
         """O começo do que chegou, em ASCII escapado (sem sequências de terminal)."""
