@@ -584,3 +584,20 @@ def test_grade_class_in_a_terminal(tmp_path):
         if (m := pattern.match(n)) and not Path(f"/proc/{m.group(1)}").exists()
     ]
     assert not left, left
+
+
+def test_grading_package_readable_by_the_kernel_uid(tmp_path, monkeypatch):
+    """O ``make hub`` fecha ``transformer_course/`` para "outros" (0750); o pacote que o kernel
+    confinado importa (outro uid) tem de ser legível assim mesmo, senão toda entrega tira 0."""
+    import stat
+
+    from transformer_course.instructor import answer_key
+
+    closed = tmp_path / "repo" / "transformer_course"
+    shutil.copytree(answer_key.package_root(), closed, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    closed.chmod(0o750)
+    monkeypatch.setattr(answer_key, "package_root", lambda: closed)
+    target = answer_key.grading_package(CHAPTER, tmp_path / "cache", ROOT)
+    modes = {p: stat.S_IMODE(p.stat().st_mode) for p in [target, *target.rglob("*")]}
+    wrong = {str(p): oct(m) for p, m in modes.items() if m != (0o755 if p.is_dir() else 0o644)}
+    assert not wrong, wrong
