@@ -285,16 +285,6 @@ print("gancho registrado: cada célula seguinte (testes ocultos inclusive) apare
 """)
     )
 
-    # O mesmo gancho, com cada célula em base64 (a segunda camada decodifica antes de comparar).
-    subs["oculto_em_base64"] = _with_cell(
-        _attack("""
-import base64
-def _mostra(info):
-    print("CÉLULA:", base64.b64encode(info.raw_cell.encode()).decode())
-get_ipython().events.register("pre_run_cell", _mostra)
-""")
-    )
-
     subs["zz_depois"] = _solution()  # honesto, corrigido depois de todos os ataques
     return subs
 
@@ -472,7 +462,6 @@ ATTACKS = [
     "bomba_de_processos",
     "ambiente",
     "oculto_pelo_gancho",
-    "oculto_em_base64",
 ]
 
 
@@ -494,7 +483,7 @@ def test_scores_unchanged(hostile_class, student):
 @pytest.mark.parametrize("student", ATTACKS)
 def test_attack_blocked(hostile_class, student):
     out = hostile_class["outputs"][student]
-    if not student.startswith("oculto_"):
+    if student != "oculto_pelo_gancho":
         assert "bloqueado:" in out, f"o ataque de {student} não rodou:\n{out[:3000]}"
     escaped = [ln for ln in out.splitlines() if ln.startswith("ESCAPOU")]
     if student == "bomba_de_processos":
@@ -576,15 +565,12 @@ def test_answer_key_not_in_outputs_nor_feedback(hostile_class):
         -2000:
     ]
     assert not (feedback / "oculto_pelo_gancho" / CHAPTER / f"{CHAPTER}.html").exists()
-    assert not (feedback / "oculto_em_base64" / CHAPTER / f"{CHAPTER}.html").exists()
     assert "recusada" in hostile_class["feedback"].stderr
     for html in feedback.rglob("*.html"):
         student = html.relative_to(feedback).parts[0]
         assert not sandbox.feedback_leaks(course, CHAPTER, student), html
     # O gancho de fato pôs testes ocultos na saída (só o professor vê, em autograded/).
     assert sandbox.find_leaks(hostile_class["outputs"]["oculto_pelo_gancho"], secret)
-    assert "CÉLULA:" in hostile_class["outputs"]["oculto_em_base64"]
-    assert sandbox.find_leaks(hostile_class["outputs"]["oculto_em_base64"], secret)
 
 
 @needs_sandbox
