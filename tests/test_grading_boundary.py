@@ -29,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import termios
 import time
 import urllib.parse
@@ -44,6 +45,7 @@ from transformer_course.instructor import sandbox
 
 CHAPTER = "02_atencao"
 PROBLEM = sandbox.sandbox_problem()
+TMP = Path(tempfile.gettempdir())  # onde ficam as pastas da conexão
 needs_sandbox = pytest.mark.skipif(
     PROBLEM is not None,
     reason=f"o isolamento não roda nesta máquina ({PROBLEM}); instale o bubblewrap "
@@ -84,7 +86,7 @@ def _text(cell) -> str:
 
 
 def _our_connection_dirs() -> list[str]:
-    return sorted(str(p) for p in Path("/tmp").glob(f"{sandbox.CONNECTION_PREFIX}{os.getpid()}-*"))
+    return sorted(str(p) for p in TMP.glob(f"{sandbox.CONNECTION_PREFIX}{os.getpid()}-*"))
 
 
 # ----------------------------------------------------------------------------- ambiente
@@ -294,7 +296,7 @@ def test_connection_dir_tmpfs_and_stale_cleanup():
 
     # A pasta de um corretor morto (kill -9 no meio da turma) é apagada pelo próximo.
     dead = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # nenhum processo tem este pid
-    stale = Path("/tmp") / f"{sandbox.CONNECTION_PREFIX}{dead}-{TOKEN}"
+    stale = TMP / f"{sandbox.CONNECTION_PREFIX}{dead}-{TOKEN}"
     stale.mkdir()
     mounted = sandbox._mount_tmpfs(str(stale)) is None
     (stale / "sobra").write_text("x")
@@ -542,7 +544,7 @@ def test_grade_class_in_a_terminal(tmp_path):
         nbformat.write(nb, target)
     env = {**os.environ, **HUB_ENV, "TERM": "xterm-256color", "PYTHONPATH": str(ROOT)}
     env["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"
-    before = set(os.listdir("/tmp"))
+    before = set(os.listdir(TMP))
     code, received, unread = _run_in_pty(
         [sys.executable, str(course / "scripts" / "grade_class.py"), "--workers=1"],
         course,
@@ -580,7 +582,7 @@ def test_grade_class_in_a_terminal(tmp_path):
     pattern = re.compile(rf"{sandbox.CONNECTION_PREFIX}(\d+)-")
     left = [
         n
-        for n in set(os.listdir("/tmp")) - before
+        for n in set(os.listdir(TMP)) - before
         if (m := pattern.match(n)) and not Path(f"/proc/{m.group(1)}").exists()
     ]
     assert not left, left

@@ -427,8 +427,8 @@ def _mount_points() -> set[str]:
 def remove_tree(path: str) -> None:
     """Apaga ``path`` e tudo dentro, sem recursão (uma árvore de 1.500 níveis não estoura a pilha).
 
-    A cada passada, o conteúdo das subpastas sobe para ``path`` (``rename`` relativo a descritores,
-    sem caminhos longos) e o que está no topo é apagado; termina quando ``path`` está vazia.
+    O conteúdo de cada subpasta sobe para ``path`` (``rename`` relativo a descritores, sem caminhos
+    longos) e entra na fila; a subpasta, vazia, sai em seguida. Uma passada por item.
     """
     if not os.path.lexists(path):
         return
@@ -438,38 +438,37 @@ def remove_tree(path: str) -> None:
     top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     counter = 0
     try:
-        while True:
+        while True:  # a fila esvazia a pasta; a nova leitura só confere
             with os.scandir(top) as it:
-                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
-            if not entries:
+                queue = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+            if not queue:
                 break
-            for name, is_dir in entries:
+            while queue:
+                name, is_dir = queue.pop()
                 if not is_dir:
                     os.unlink(name, dir_fd=top)
                     continue
-                try:
-                    os.rmdir(name, dir_fd=top)
-                    continue
-                except OSError:
-                    pass
                 os.chmod(name, 0o700, dir_fd=top, follow_symlinks=False)
                 sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
                 try:
                     with os.scandir(sub) as it:
-                        children = [e.name for e in it]
-                    for child in children:
+                        children = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+                    for child, child_is_dir in children:
                         while True:
                             counter += 1
+                            lifted = f".sobe{counter}"
                             try:
-                                os.rename(child, f".sobe{counter}", src_dir_fd=sub, dst_dir_fd=top)
+                                os.rename(child, lifted, src_dir_fd=sub, dst_dir_fd=top)
                                 break
                             except FileExistsError:
                                 continue
                             except OSError as exc:
                                 if exc.errno not in (39, 21, 20):  # ENOTEMPTY, EISDIR, ENOTDIR
                                     raise
+                        queue.append((lifted, child_is_dir))
                 finally:
                     os.close(sub)
+                os.rmdir(name, dir_fd=top)
     finally:
         os.close(top)
     os.rmdir(path)
