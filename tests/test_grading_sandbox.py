@@ -571,7 +571,8 @@ def test_answer_key_not_in_outputs_nor_feedback(hostile_class):
     # em texto ou codificados, seria recusada: tests/test_grading_boundary.py.
     hooked = hostile_class["outputs"]["oculto_pelo_gancho"]
     assert "gancho registrado" in hooked and "CÉLULA:" in hooked
-    assert not sandbox.find_leaks(hooked, secret)
+    own = "\n".join(cell.source for cell in hostile_class["subs"]["oculto_pelo_gancho"].cells)
+    assert not sandbox.find_leaks(hooked, secret, allowed=own)  # as soluções que ela mesma escreveu, sim
 
 
 @needs_sandbox
