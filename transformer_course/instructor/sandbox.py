@@ -346,7 +346,7 @@ def sandbox_env(env: dict, package: str | None = None) -> dict:
     Do ambiente do corretor, só as variáveis de :data:`PASS_ENV` (nomes exatos); o resto é fixo.
 
     Com ``package`` (veja :func:`bwrap_command`), o ``PYTHONPATH`` põe o pacote montado na frente
-    de qualquer instalação do corretor.
+    de qualquer instalação do corretor; sem ele, a pasta do pacote do corretor.
     """
     clean = {k: v for k, v in env.items() if k in PASS_ENV}
     clean.update(
@@ -364,8 +364,9 @@ def sandbox_env(env: dict, package: str | None = None) -> dict:
         MPLBACKEND="agg",
     )
     clean["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), SYSTEM_PATH])
-    if package is not None:
-        clean["PYTHONPATH"] = PACKAGE_MOUNT
+    # Sem ``package``, o pacote do corretor, montado no caminho dele (uma instalação editável pode
+    # apontar para outra cópia do repositório, que não está no sandbox).
+    clean["PYTHONPATH"] = PACKAGE_MOUNT if package is not None else os.path.dirname(course_package_dir())
     return clean
 
 
