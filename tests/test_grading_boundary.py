@@ -603,3 +603,25 @@ def test_grading_package_readable_by_the_kernel_uid(tmp_path, monkeypatch):
     modes = {p: stat.S_IMODE(p.stat().st_mode) for p in [target, *target.rglob("*")]}
     wrong = {str(p): oct(m) for p, m in modes.items() if m != (0o755 if p.is_dir() else 0o644)}
     assert not wrong, wrong
+
+
+@needs_sandbox
+def test_kernel_restart_leaves_no_connection_folder(tmp_path):
+    """Um reinício do kernel troca a pasta da conexão; nenhuma das duas fica."""
+    import asyncio
+
+    os.chmod(tmp_path, 0o755)
+    km = sandbox.SandboxedKernelManager(kernel_name="python3")
+
+    async def start_restart_stop():
+        await km.start_kernel(cwd=str(tmp_path))
+        first = km._private_dir
+        await km.restart_kernel(now=True)
+        second = km._private_dir
+        await km.shutdown_kernel(now=True)
+        return first, second
+
+    first, second = asyncio.run(asyncio.wait_for(start_restart_stop(), timeout=300))
+    assert first and second and first != second
+    assert not os.path.lexists(first) and not os.path.lexists(second)
+    assert _our_connection_dirs() == []

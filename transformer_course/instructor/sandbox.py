@@ -639,6 +639,8 @@ def _kernel_manager_class():
                 # Pasta privada (curta: sockets Unix têm limite de ~100 caracteres) para o arquivo
                 # de conexão e os sockets IPC, a única pasta com escrita do kernel fora do /tmp.
                 self._uid = _sandbox_uid()
+                if self._private_dir:  # um reinício: a pasta do kernel anterior sai antes
+                    remove_connection_dir(self._private_dir)
                 self._private_dir, why = make_connection_dir()
                 if why:
                     _warn_once(
