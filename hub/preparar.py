@@ -164,13 +164,15 @@ def ambiente_dos_usuarios(estado: Path) -> Path:
             target.unlink()
         if not target.exists() and (course_prefix / part).exists():
             hardlink_copy(course_prefix / part, target)
-    shebang = f"#!{course_bin / 'python'}"
+    # O .venv pode ser uma ligação simbólica (outra cópia do repositório): os scripts dele apontam
+    # para o caminho verdadeiro.
+    shebangs = {f"#!{b / 'python'}{v}" for b in (course_bin, course_bin.resolve()) for v in ("", "3")}
     for script in course_bin.iterdir():
         if script.is_symlink() or not script.is_file() or script.name.startswith(("python", "activate")):
             continue
         with script.open("rb") as fh:
             first = fh.readline().decode(errors="replace").rstrip()
-        if first not in (shebang, shebang + "3"):
+        if first not in shebangs:
             continue
         text = script.read_text()
         target = shadow / "bin" / script.name

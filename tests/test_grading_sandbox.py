@@ -559,18 +559,20 @@ def test_answer_key_not_in_outputs_nor_feedback(hostile_class):
     for student in ["gabarito_lido", "ambiente", "outras_entregas"]:
         out = hostile_class["outputs"][student]
         assert not sandbox.find_leaks(out, secret), student
-    # Feedback: a entrega que imprime as células pelo gancho do IPython não tem devolutiva publicada.
     feedback = course / "grading" / "feedback"
     assert (feedback / "gabarito" / CHAPTER / f"{CHAPTER}.html").exists(), hostile_class["feedback"].stderr[
         -2000:
     ]
-    assert not (feedback / "oculto_pelo_gancho" / CHAPTER / f"{CHAPTER}.html").exists()
-    assert "recusada" in hostile_class["feedback"].stderr
     for html in feedback.rglob("*.html"):
         student = html.relative_to(feedback).parts[0]
         assert not sandbox.feedback_leaks(course, CHAPTER, student), html
-    # O gancho de fato pôs testes ocultos na saída (só o professor vê, em autograded/).
-    assert sandbox.find_leaks(hostile_class["outputs"]["oculto_pelo_gancho"], secret)
+    # Com o juiz, os testes ocultos nem entram no kernel: o gancho que imprime cada célula rodou, mas
+    # não viu nenhum (só as células do aluno e os pedidos do juiz). A devolutiva que os contivesse,
+    # em texto ou codificados, seria recusada: tests/test_grading_boundary.py.
+    hooked = hostile_class["outputs"]["oculto_pelo_gancho"]
+    assert "gancho registrado" in hooked and "CÉLULA:" in hooked
+    own = "\n".join(cell.source for cell in hostile_class["subs"]["oculto_pelo_gancho"].cells)
+    assert not sandbox.find_leaks(hooked, secret, allowed=own)  # as soluções que ela mesma escreveu, sim
 
 
 @needs_sandbox

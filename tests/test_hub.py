@@ -577,6 +577,108 @@ def test_senhas_e_tokens_fora_dos_logs_e_do_repositorio(turma):
     assert (turma["estado"] / "hub" / "contas.json").stat().st_mode & 0o777 == 0o600
 
 
+# Num terminal do JupyterLab do professor: o que o kernel da correção mostraria do ambiente e do /proc.
+HUB_ATTACK = """
+import glob, os
+MARCA = "KERNEL-" + "NO-TERMINAL"
+os.write(1, (MARCA + "\\x1b[2J\\n").encode())
+os.write(2, (MARCA + "\\n").encode())
+print("AMBIENTE:", dict(os.environ))
+for caminho in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline"):
+    try:
+        print(caminho, open(caminho, "rb").read())
+    except OSError as exc:
+        print(caminho, type(exc).__name__)
+"""
+
+TERMINAL_JS = """
+async ([base, cmd, limitMs]) => {
+  const cookie = document.cookie.split('; ').find(c => c.startsWith('_xsrf=')) || '_xsrf=';
+  const xsrf = decodeURIComponent(cookie.slice(6));
+  const r = await fetch(base + 'api/terminals', {method: 'POST', headers: {'X-XSRFToken': xsrf}});
+  if (!r.ok) return 'POST api/terminals: ' + r.status;
+  const term = await r.json();
+  const ws = new WebSocket(`ws://${location.host}${base}terminals/websocket/${term.name}`);
+  let out = '';
+  return await new Promise((resolve) => {
+    const timer = setTimeout(() => { ws.close(); resolve(out + '\\n[PRAZO ESGOTADO]'); }, limitMs);
+    ws.onopen = () => ws.send(JSON.stringify(['stdin', cmd + '\\r']));
+    ws.onerror = () => { clearTimeout(timer); resolve(out + '\\n[ERRO NO WEBSOCKET]'); };
+    ws.onmessage = (ev) => {
+      const msg = JSON.parse(ev.data);
+      if (msg[0] !== 'stdout') return;
+      out += msg[1];
+      if (/FIM-DA-CORRECAO:\\d+/.test(out)) { clearTimeout(timer); ws.close(); resolve(out); }
+    };
+  });
+}
+"""
+
+
+def test_correcao_num_terminal_do_hub_nao_vaza_o_token(turma, browser):
+    """O professor corrige a turma num terminal do JupyterLab do hub (o ambiente dele tem
+    ``JPY_API_TOKEN``/``JUPYTERHUB_API_TOKEN``, que abrem a conta dele no hub): uma entrega que
+    imprime ``os.environ`` e o ``/proc`` não recebe o token, nem o põe na versão corrigida, na
+    devolutiva ou no terminal."""
+    import nbformat
+
+    prof, hub = turma["prof"], turma["hub"]
+    context, page = login(browser, turma, prof)
+    try:
+        environ = dict(
+            item.split("=", 1)
+            for item in (user_server_process(prof) / "environ").read_bytes().decode().split("\0")
+            if "=" in item
+        )
+        token = environ.get("JPY_API_TOKEN") or environ.get("JUPYTERHUB_API_TOKEN")
+        assert token and len(token) >= 16, sorted(environ)
+        # O token é de verdade: abre a conta do professor na API do hub.
+        request = hh.urllib.request.Request(
+            f"{hub.base}/hub/api/user", headers={"Authorization": f"token {token}"}
+        )
+        with hh.urllib.request.urlopen(request, timeout=30) as response:
+            assert json.loads(response.read())["name"] == prof
+
+        curso = turma["curso"]
+        solution = nbformat.read(ROOT / "solutions" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
+        for cell in solution.cells:
+            cell.source = re.sub(
+                r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", "", cell.source, flags=re.S
+            )
+        first = next(i for i, c in enumerate(solution.cells) if c.cell_type == "code")
+        solution.cells.insert(first + 1, nbformat.v4.new_code_cell(HUB_ATTACK))
+        student = "tdzhostil"
+        target = curso / "grading" / "submitted" / student / CHAPTER / f"{CHAPTER}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(solution, target)
+        hh.preparar.chown_tree(curso / "grading", prof)
+
+        # O shell de login do terminal refaz o PATH (/etc/profile): o Python do hub, pelo caminho.
+        python = hh.preparar.bin_dos_usuarios(turma["estado"], "local") / "python"
+        command = (
+            "cd ~/" + hh.preparar.COURSE_DIRNAME + " && echo TEM-TOKEN:${JPY_API_TOKEN:+sim} && "
+            f"{python} scripts/grade_class.py {CHAPTER} --workers=1; echo FIM-DA-CORRECAO:$?"
+        )
+        start = time.monotonic()
+        screen = page.evaluate(TERMINAL_JS, [f"/user/{prof}/", command, 900_000])
+        MEASURES["correcao_no_terminal_do_hub_s"] = round(time.monotonic() - start, 1)
+        (SHOTS / "terminal_do_professor.txt").write_text(screen)
+    finally:
+        context.close()
+    assert "TEM-TOKEN:sim" in screen, screen[-3000:]  # a correção rodou com o token no ambiente
+    assert "FIM-DA-CORRECAO:0" in screen, screen[-3000:]
+    assert re.search(rf"{student}\s+7/7", screen), screen[-3000:]
+    assert "KERNEL-NO-TERMINAL" not in screen  # o que o kernel escreve nos fds 1 e 2 não chega ao terminal
+    graded = curso / "grading" / "autograded" / student / CHAPTER / f"{CHAPTER}.ipynb"
+    feedback = curso / "grading" / "feedback" / student / CHAPTER / f"{CHAPTER}.html"
+    texts = {p.name: p.read_text(errors="replace") for p in (graded, feedback)}
+    assert "AMBIENTE:" in texts[graded.name], "o ataque não rodou"
+    for name, text in {**texts, "terminal": screen}.items():
+        assert token not in text, f"o token do hub apareceu em {name}"
+    for name, text in texts.items():  # nem as variáveis (o terminal mostra o comando digitado)
+        assert "JPY_" not in text and "JUPYTERHUB_" not in text, name
+
+
 def _reference_as(name: str, estado: Path) -> subprocess.CompletedProcess:
     """O que o kernel de ``name`` vê da referência de ``scaled_dot_product_attention``: o ambiente do
     servidor dele (o PATH e o PYTHONPATH que o hub deu), perguntado como ele."""

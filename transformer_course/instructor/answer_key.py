@@ -296,7 +296,9 @@ def _build(dest: Path, withheld: dict[str, dict[str, str]], mode: str, drop: tup
             path.write_text(code)
     if mode == "grading":
         _grading_stubs(tmp)
-    for path in tmp.rglob("*"):
+    # O kernel confinado roda com outro uid: tudo legível, a própria pasta também (o copytree copia
+    # o modo da origem, que pode ser 0750 com um umask 027).
+    for path in [tmp, *tmp.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     if target.exists():
         shutil.rmtree(target)

@@ -304,10 +304,11 @@ def _environment() -> None:
 
 
 def quiet_worker(log_file: str) -> int:
-    """Manda o stderr do worker (e dos kernels que ele abre) para ``log_file``; devolve o pid.
+    """Manda o stderr do worker para ``log_file``; devolve o pid.
 
-    Para o ``LocalCluster`` embutido: sem isso, os avisos de cada kernel e do SQLAlchemy
-    cairiam no terminal do instrutor, no meio da barra de progresso.
+    Para o ``LocalCluster`` embutido: sem isso, os avisos do nbgrader e do SQLAlchemy cairiam no
+    terminal do instrutor, no meio da barra de progresso. Os kernels confinados não herdam este
+    stderr (o deles é um pipe do gerenciador de kernels: veja :mod:`.sandbox`).
     """
     fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 2)

@@ -13,7 +13,11 @@ Na correção (``nbgrader autograde``), o código de cada entrega roda num kerne
   processo que ele criou morre junto (o ``--die-with-parent`` mata o kernel se o nbgrader morrer);
 - um **usuário descartável** (uid aleatório, sem privilégios nem capacidades, via ``setpriv``)
   quando o corretor roda como root, para que o limite de processos valha (o root o ignora);
-- **limites** (``prlimit``): memória virtual, processos, tempo de CPU, tamanho de arquivo.
+- **limites** (``prlimit``): memória virtual, processos, tempo de CPU, tamanho de arquivo;
+- **nada do corretor**: do ambiente, só :data:`PASS_ENV` (nomes exatos: nenhum token); stdin e stdout
+  em ``/dev/null`` e stderr num pipe com limite (nunca o terminal nem um log compartilhado); a pasta
+  da conexão num tmpfs pequeno (como root), apagada sem recursão; as opções do bwrap por
+  ``--args FD``, fora de ``/proc/1/cmdline`` (veja "a fronteira do processo do kernel", abaixo).
 
 O nbgrader chega a isto pelo ``nbgrader_config.py`` do curso: ``Autograde.autograde_preprocessors``
 usa :class:`SandboxedExecute`, cujo gerenciador de kernels é :class:`SandboxedKernelManager`.
@@ -27,7 +31,9 @@ chamam antes de corrigir) e :class:`SandboxedKernelManager` (que recusa iniciar 
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -48,9 +54,10 @@ SCRATCH_BYTES = 256 * 1024**2  # /tmp privado (tmpfs)
 SHM_BYTES = 64 * 1024**2  # /dev/shm privado (tmpfs)
 UID_RANGE = (2_000_000, 3_000_000)  # uids descartáveis (sem conta no sistema)
 
-# Variáveis de ambiente que passam para o kernel; as demais (senhas, tokens...) ficam de fora.
+# Variáveis de ambiente que o kernel recebe do ambiente do corretor: esta lista exata, sem prefixos
+# (nada de ``JPY_*``: num terminal do hub, ``JPY_API_TOKEN`` abre a conta do professor). O resto do
+# ambiente do kernel (HOME, PATH, PYTHONPATH, pastas do IPython...) é fixo: veja :func:`sandbox_env`.
 PASS_ENV = (
-    "PATH",
     "LANG",
     "LC_ALL",
     "LC_CTYPE",
@@ -61,8 +68,9 @@ PASS_ENV = (
     "PYTHONHASHSEED",
     "NBGRADER_EXECUTION",
     "NBGRADER_VALIDATING",
-    "JPY_SESSION_NAME",
 )
+# O PATH do kernel: o Python do curso e o sistema (o PATH do corretor pode ter pastas pessoais).
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 # De /etc, só o que o Python, o PyTorch e o matplotlib leem (nada de senhas nem configurações locais).
 ETC_FILES = (
     "/etc/ld.so.cache",
@@ -335,10 +343,12 @@ def _user_processes() -> int:
 def sandbox_env(env: dict, package: str | None = None) -> dict:
     """O ambiente do kernel confinado: só o necessário, com HOME e o IPython no /tmp privado.
 
+    Do ambiente do corretor, só as variáveis de :data:`PASS_ENV` (nomes exatos); o resto é fixo.
+
     Com ``package`` (veja :func:`bwrap_command`), o ``PYTHONPATH`` põe o pacote montado na frente
-    de qualquer instalação do corretor.
+    de qualquer instalação do corretor; sem ele, a pasta do pacote do corretor.
     """
-    clean = {k: v for k, v in env.items() if k in PASS_ENV or k.startswith("JPY_")}
+    clean = {k: v for k, v in env.items() if k in PASS_ENV}
     clean.update(
         HOME="/tmp",
         USER="aluno",
@@ -353,12 +363,230 @@ def sandbox_env(env: dict, package: str | None = None) -> dict:
         PYTHONDONTWRITEBYTECODE="1",
         MPLBACKEND="agg",
     )
-    clean.setdefault("PATH", "/usr/bin:/bin")
-    clean["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), clean["PATH"]])
-    clean.pop("PYTHONPATH", None)
-    if package is not None:
-        clean["PYTHONPATH"] = PACKAGE_MOUNT
+    clean["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), SYSTEM_PATH])
+    # Sem ``package``, o pacote do corretor, montado no caminho dele (uma instalação editável pode
+    # apontar para outra cópia do repositório, que não está no sandbox).
+    clean["PYTHONPATH"] = PACKAGE_MOUNT if package is not None else os.path.dirname(course_package_dir())
     return clean
+
+
+# ====================================================================== a fronteira do processo do kernel
+
+# A pasta da conexão (arquivo de conexão e sockets IPC): a única pasta do corretor em que o kernel
+# escreve. Como root, um tmpfs pequeno montado nela; fora do root, uma pasta comum no /tmp.
+CONNECTION_PREFIX = "tc-kernel-"
+CONNECTION_BYTES = 8 * 1024**2
+CONNECTION_INODES = 64
+KERNEL_STDERR_BYTES = 16 * 1024  # do stderr do kernel, o corretor guarda só o começo (log de depuração)
+
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
+_MNT_DETACH = 2
+
+
+def _libc():
+    import ctypes
+    import ctypes.util
+
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def _mount_tmpfs(path: str) -> str | None:
+    """Monta um tmpfs pequeno (``CONNECTION_BYTES``, 0700) em ``path``; o motivo, se não deu."""
+    import ctypes
+
+    if not sys.platform.startswith("linux"):
+        return f"sem tmpfs neste sistema ({sys.platform})"
+    if os.geteuid() != 0:
+        return "o corretor não roda como root (só o root monta um tmpfs)"
+    options = f"size={CONNECTION_BYTES},nr_inodes={CONNECTION_INODES},mode=0700".encode()
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    if _libc().mount(b"tmpfs", path.encode(), b"tmpfs", flags, options) != 0:
+        return f"mount do tmpfs falhou ({os.strerror(ctypes.get_errno())})"
+    return None
+
+
+def _unmount(path: str) -> bool:
+    libc = _libc()
+    if libc.umount2(path.encode(), 0) == 0:
+        return True
+    return libc.umount2(path.encode(), _MNT_DETACH) == 0  # ocupado: desmonta assim que liberar
+
+
+def _mount_points() -> set[str]:
+    points = set()
+    try:
+        with open("/proc/self/mountinfo") as mountinfo:
+            for line in mountinfo:
+                fields = line.split()
+                if len(fields) > 4:
+                    points.add(fields[4].encode().decode("unicode_escape"))
+    except OSError:
+        pass
+    return points
+
+
+def remove_tree(path: str) -> None:
+    """Apaga ``path`` e tudo dentro, sem recursão (uma árvore de 1.500 níveis não estoura a pilha).
+
+    O conteúdo de cada subpasta sobe para ``path`` (``rename`` relativo a descritores, sem caminhos
+    longos) e entra na fila; a subpasta, vazia, sai em seguida. Uma passada por item.
+    """
+    if not os.path.lexists(path):
+        return
+    if not os.path.isdir(path) or os.path.islink(path):
+        os.unlink(path)
+        return
+    top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    counter = 0
+    try:
+        while True:  # a fila esvazia a pasta; a nova leitura só confere
+            with os.scandir(top) as it:
+                queue = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+            if not queue:
+                break
+            while queue:
+                name, is_dir = queue.pop()
+                if not is_dir:
+                    os.unlink(name, dir_fd=top)
+                    continue
+                os.chmod(name, 0o700, dir_fd=top, follow_symlinks=False)
+                sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+                try:
+                    with os.scandir(sub) as it:
+                        children = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+                    for child, child_is_dir in children:
+                        while True:
+                            counter += 1
+                            lifted = f".sobe{counter}"
+                            try:
+                                os.rename(child, lifted, src_dir_fd=sub, dst_dir_fd=top)
+                                break
+                            except FileExistsError:
+                                continue
+                            except OSError as exc:
+                                if exc.errno not in (39, 21, 20):  # ENOTEMPTY, EISDIR, ENOTDIR
+                                    raise
+                        queue.append((lifted, child_is_dir))
+                finally:
+                    os.close(sub)
+                os.rmdir(name, dir_fd=top)
+    finally:
+        os.close(top)
+    os.rmdir(path)
+
+
+def make_connection_dir() -> tuple[str, str | None]:
+    """A pasta da conexão de um kernel: ``(caminho, motivo)``; ``motivo`` é ``None`` com o tmpfs.
+
+    Sem tmpfs (fora do root), a pasta é comum, no /tmp do sistema, e ``motivo`` diz por quê.
+    O nome leva o pid do corretor: :func:`remove_stale_connection_dirs` reconhece as que sobraram
+    de um corretor morto.
+    """
+    remove_stale_connection_dirs()
+    path = tempfile.mkdtemp(prefix=f"{CONNECTION_PREFIX}{os.getpid()}-")
+    problem = _mount_tmpfs(path)
+    return path, problem
+
+
+def remove_connection_dir(path: str) -> bool:
+    """Desmonta (se for um tmpfs) e apaga a pasta da conexão, sem recursão; ``True`` se sumiu."""
+    try:
+        if path in _mount_points():
+            _unmount(path)
+        remove_tree(path)
+    except OSError:
+        pass
+    return not os.path.lexists(path)
+
+
+def remove_stale_connection_dirs() -> list[str]:
+    """Apaga as pastas de conexão de corretores que já morreram (um ``kill -9`` no meio da turma)."""
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{CONNECTION_PREFIX}*-*"):
+        pid = folder.name[len(CONNECTION_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        try:
+            if folder.stat().st_uid != os.geteuid() and os.geteuid() != 0:
+                continue
+        except OSError:
+            continue
+        if remove_connection_dir(str(folder)):
+            removed.append(str(folder))
+    return removed
+
+
+def hide_arguments(cmd: list[str]) -> tuple[list[str], int | None]:
+    """Tira as opções do bubblewrap da linha de comando: elas vão por um descritor (``--args FD``).
+
+    Sem isso, ``/proc/1/cmdline`` dentro do sandbox (o ``bwrap`` é o processo 1 ali) mostraria
+    todas as montagens com os caminhos do corretor. Devolve o comando curto e o descritor (um
+    ``memfd``, que o processo filho herda por ``pass_fds``; o bwrap o lê e o fecha antes de rodar o
+    kernel). Um comando sem ``bwrap`` volta como está, com ``None``.
+    """
+    start = next((i for i, arg in enumerate(cmd) if os.path.basename(arg) == "bwrap"), None)
+    if start is None:
+        return cmd, None
+    try:
+        end = cmd.index("--", start)
+    except ValueError:
+        return cmd, None
+    options = cmd[start + 1 : end]
+    fd = os.memfd_create("bwrap-args", 0)
+    data = b"".join(arg.encode() + b"\0" for arg in options)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return [*cmd[: start + 1], "--args", str(fd), *cmd[end:]], fd
+
+
+class CappedPipe:
+    """Um pipe para o stderr do kernel: uma thread o esvazia e guarda só os primeiros ``cap`` bytes.
+
+    O kernel nunca escreve no terminal nem num log compartilhado; o que ele escreve no stderr
+    (um erro ao iniciar, por exemplo) fica aqui, limitado, e só vai para o log de depuração do
+    corretor com os caracteres de controle escapados.
+    """
+
+    def __init__(self, cap: int = KERNEL_STDERR_BYTES):
+        import threading
+
+        self.cap = cap
+        self.head = bytearray()
+        self.total = 0
+        self._read, self.write_fd = os.pipe()
+        os.set_inheritable(self.write_fd, False)
+        self._thread = threading.Thread(target=self._drain, name="stderr-do-kernel", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                chunk = os.read(self._read, 65536)
+                if not chunk:
+                    break
+                self.total += len(chunk)
+                if len(self.head) < self.cap:
+                    self.head += chunk[: self.cap - len(self.head)]
+        finally:
+            os.close(self._read)
+
+    def close_writer(self) -> None:
+        if self.write_fd is not None:
+            os.close(self.write_fd)
+            self.write_fd = None
+
+    def wait(self, timeout: float) -> bool:
+        """Espera o fim do pipe (todos os que escrevem fecharam), até ``timeout`` segundos."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def text(self) -> str:
+        """O começo do que chegou, em ASCII escapado (sem sequências de terminal)."""
+        shown = ascii(bytes(self.head).decode(errors="replace"))[1:-1]
+        more = self.total - len(self.head)
+        return shown + (f" [... mais {more} bytes descartados]" if more > 0 else "")
 
 
 # ====================================================================== nbgrader / jupyter_client
@@ -368,6 +596,15 @@ def sandbox_env(env: dict, package: str | None = None) -> dict:
 # pyplot e o matplotlib (1,0–1,3 s num shell IPython), e nenhuma figura é desenhada na correção (os pacotes
 # ``plots`` e ``widgets`` devolvem avisos). O backend do kernel confinado já é ``agg``.
 GRADING_KERNEL_SETUP = "get_ipython().register_magic_function(lambda line: None, 'line', 'matplotlib')"
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(log, message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        log.warning("Aviso: %s.", message)
 
 
 def _kernel_manager_class():
@@ -387,6 +624,8 @@ def _kernel_manager_class():
             super().__init__(**kwargs)
             self._private_dir = None
             self._confined = False
+            self._launch_fds: list[int] = []
+            self._stderr: CappedPipe | None = None
 
         async def _async_pre_start_kernel(self, **kw):
             problem = sandbox_problem() if self.confine else "desligado na configuração"
@@ -400,7 +639,15 @@ def _kernel_manager_class():
                 # Pasta privada (curta: sockets Unix têm limite de ~100 caracteres) para o arquivo
                 # de conexão e os sockets IPC, a única pasta com escrita do kernel fora do /tmp.
                 self._uid = _sandbox_uid()
-                self._private_dir = tempfile.mkdtemp(prefix="tc-kernel-")
+                if self._private_dir:  # um reinício: a pasta do kernel anterior sai antes
+                    remove_connection_dir(self._private_dir)
+                self._private_dir, why = make_connection_dir()
+                if why:
+                    _warn_once(
+                        self.log,
+                        "a pasta da conexão com o kernel fica no /tmp do sistema, sem tmpfs próprio "
+                        f"({why}): o kernel pode escrever nela até o limite de tamanho de arquivo",
+                    )
                 self.transport = "ipc"
                 self.connection_file = os.path.join(self._private_dir, "kernel.json")
                 self.ip = os.path.join(self._private_dir, "ipc")
@@ -414,8 +661,32 @@ def _kernel_manager_class():
                     os.chown(self.connection_file, self._uid, self._uid)
                 cwd = os.path.realpath(kw.get("cwd") or os.getcwd())
                 kernel_cmd = bwrap_command(cwd, self._private_dir, self._uid, self._package) + kernel_cmd
+                kernel_cmd, args_fd = hide_arguments(kernel_cmd)
+                # Nada do terminal nem dos logs do corretor: stdin e stdout em /dev/null, stderr num
+                # pipe deste gerenciador, com limite. ``independent``: sem JPY_PARENT_PID no ambiente
+                # (o --die-with-parent do bwrap já mata o kernel com o corretor).
+                self._stderr = CappedPipe()
+                self._launch_fds = [self._stderr.write_fd] + ([args_fd] if args_fd is not None else [])
+                kw.update(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr.write_fd)
+                kw["independent"] = True
+                if args_fd is not None:
+                    kw["pass_fds"] = (args_fd,)
                 self.log.info("Kernel confinado (bubblewrap) em %s", cwd)
             return kernel_cmd, kw
+
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            try:
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+            finally:
+                # O kernel herdou as cópias dele; as do corretor fecham (o pipe acaba com o kernel).
+                for fd in self._launch_fds:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+                self._launch_fds = []
+                if self._stderr is not None:
+                    self._stderr.write_fd = None
 
         async def _async_interrupt_kernel(self):
             if not self._confined:
@@ -433,8 +704,11 @@ def _kernel_manager_class():
 
         async def _async_cleanup_resources(self, restart=False):
             await super()._async_cleanup_resources(restart=restart)
+            if self._stderr is not None and self._stderr.total:
+                self.log.debug("stderr do kernel (%d bytes): %s", self._stderr.total, self._stderr.text())
             if self._private_dir and not restart:
-                shutil.rmtree(self._private_dir, ignore_errors=True)
+                if not remove_connection_dir(self._private_dir):
+                    self.log.error("A pasta da conexão %s não pôde ser apagada.", self._private_dir)
                 self._private_dir = None
 
         # O nbclient chama ``cleanup_resources`` (apelido do método da classe base) quando o kernel
@@ -498,13 +772,132 @@ def instructor_lines(source_nb) -> list[str]:
     return keep
 
 
+_B64_RUN = re.compile(r"[A-Za-z0-9+/_\-]{4}(?:[A-Za-z0-9+/_\-=]|\s|\\n){20,}")
+_HEX_RUN = re.compile(r"(?:[0-9a-fA-F]{2}[\s:,]?){16,}")
+_CODES_RUN = re.compile(r"(?:\d{2,7}\s*,\s*){15,}\d{2,7}")
+_ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8}))")
+MAX_DECODED_CHARS = 16 * 1024**2  # o total decodificado por texto (a devolutiva já tem limite)
+
+
+def _bytes_to_text(data: bytes) -> str | None:
+    """Bytes decodificados como texto (descomprimidos, se forem zlib/gzip); ``None`` se parecem lixo."""
+    import zlib
+
+    if data[:2] == b"\x1f\x8b" or data[:1] == b"\x78":
+        try:
+            data = zlib.decompressobj(47).decompress(data, MAX_DECODED_CHARS)  # zlib ou gzip
+        except zlib.error:
+            pass
+    text = data.decode("utf-8", errors="ignore")
+    printable = sum(ch.isprintable() or ch in "\n\t\r" for ch in text)
+    return text if len(text) >= MIN_LEAK_CHARS and printable >= 0.8 * len(text) else None
+
+
+def _decode_base64(run: str) -> list[str]:
+    import base64
+    import binascii
+
+    # O trecho inteiro (um base64 quebrado em linhas) e cada palavra longa dele (um base64 no meio
+    # de uma frase).
+    pieces = [re.sub(r"\s|\\n|=", "", run)]
+    pieces += [word.strip("=") for word in re.split(r"\s|\\n", run) if len(word) >= 24]
+    found = []
+    for compact in dict.fromkeys(pieces):
+        for skip in range(4):  # o trecho pode começar no meio de um grupo de 4
+            body = compact[skip:]
+            body = body[: len(body) - 1] if len(body) % 4 == 1 else body
+            body += "=" * (-len(body) % 4)
+            for alt in (b"+/", b"-_"):
+                try:
+                    data = base64.b64decode(body.encode(), altchars=alt, validate=False)
+                except (binascii.Error, ValueError):
+                    continue
+                text = _bytes_to_text(data)
+                if text:
+                    found.append(text)
+    return found
+
+
+def decoded_views(text: str, depth: int = 2) -> list[str]:
+    """O texto em outras leituras: cada trecho em base64 (padrão e de URL, comprimido ou não),
+    hexadecimal, códigos de caracteres (``[105, 109, ...]``), escapes ``\\xNN``/``\\uNNNN``,
+    URL (``%NN``), ao contrário e rot13; ``depth`` níveis (base64 de hexadecimal...)."""
+    import codecs
+    import urllib.parse
+
+    views = [text[::-1], codecs.encode(text, "rot13")]
+    if "%" in text:
+        views.append(urllib.parse.unquote_plus(text))
+    if "\\" in text:
+        try:  # os escapes do Python (``\\\\``, ``\\n``, ``\\xNN``...) de uma vez
+            views.append(text.encode("latin-1", "backslashreplace").decode("unicode_escape"))
+        except UnicodeDecodeError:  # um escape inválido no meio: só os numéricos
+            views.append(_ESCAPE.sub(lambda m: chr(int(next(g for g in m.groups() if g), 16)), text))
+    decoded = []
+    budget = MAX_DECODED_CHARS
+    for match in _B64_RUN.finditer(text):
+        for piece in _decode_base64(match.group()):
+            budget -= len(piece)
+            decoded.append(piece)
+        if budget < 0:
+            break
+    for match in _HEX_RUN.finditer(text):
+        digits = re.sub(r"[\s:,]", "", match.group())
+        for skip in (0, 1):
+            body = digits[skip:]
+            piece = _bytes_to_text(bytes.fromhex(body[: len(body) - len(body) % 2]))
+            if piece:
+                decoded.append(piece)
+    for match in _CODES_RUN.finditer(text):
+        codes = [int(c) for c in re.findall(r"\d+", match.group())]
+        if all(9 <= c <= 0x10FFFF for c in codes):
+            decoded.append("".join(chr(c) for c in codes))
+    views += decoded
+    if depth > 1:
+        for piece in decoded:
+            views += decoded_views(piece, depth - 1)
+    return views
+
+
 def find_leaks(text: str, secret_lines: list[str], allowed: str = "") -> list[str]:
-    """As linhas do professor que aparecem em ``text`` e não em ``allowed`` (o que o aluno escreveu)."""
+    """As linhas do professor que aparecem em ``text`` e não em ``allowed`` (o que o aluno escreveu).
+
+    Procura no texto como está (HTML desfeito, ``\\n`` de JSON desfeito) e nas leituras de
+    :func:`decoded_views`: uma entrega que imprime os testes ocultos em base64, hexadecimal, ao
+    contrário... também é pega.
+    """
     import html
 
     plain = html.unescape(text)
     flat = plain.replace("\\n", "\n").replace('\\"', '"')
-    return [line for line in secret_lines if (line in plain or line in flat) and line not in allowed]
+    candidates = [line for line in secret_lines if line not in allowed]
+    if not candidates:
+        return []
+    views = [plain, flat]
+    leaks = [line for line in candidates if any(line in view for view in views)]
+    rest = [line for line in candidates if line not in leaks]
+    if rest:
+        views = decoded_views(plain) + (decoded_views(flat) if flat != plain else [])
+        leaks += [line for line in rest if any(line in view for view in views)]
+    return [line for line in candidates if line in leaks]
+
+
+def output_text(nb) -> str:
+    """Os textos das saídas de um notebook, emendados (um base64 quebrado em várias linhas de saída
+    do JSON volta a ser um trecho só)."""
+    parts = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            for key in ("text", "evalue"):
+                value = output.get(key)
+                if value:
+                    parts.append(value if isinstance(value, str) else "".join(value))
+            parts += [str(line) for line in output.get("traceback", [])]
+            for value in output.get("data", {}).values():
+                if isinstance(value, list):
+                    value = "".join(map(str, value))
+                parts.append(value if isinstance(value, str) else json.dumps(value))
+    return "\n".join(parts)
 
 
 def _notebook_sources(path) -> str:
@@ -594,7 +987,9 @@ def _guard_class():
             submitted = Path(coursedir.format_path(coursedir.submitted_directory, student, assignment))
             secret = instructor_lines(nbformat.read(str(source), as_version=4))
             leaks = find_leaks(
-                nbformat.writes(nb), secret, _notebook_sources(submitted / f"{notebook}.ipynb")
+                nbformat.writes(nb) + "\n" + output_text(nb),
+                secret,
+                _notebook_sources(submitted / f"{notebook}.ipynb"),
             )
             if leaks:
                 raise RuntimeError(
