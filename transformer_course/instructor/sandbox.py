@@ -387,6 +387,7 @@ def _kernel_manager_class():
             super().__init__(**kwargs)
             self._private_dir = None
             self._confined = False
+            self.cgroup = None
 
         async def _async_pre_start_kernel(self, **kw):
             problem = sandbox_problem() if self.confine else "desligado na configuração"
@@ -415,6 +416,12 @@ def _kernel_manager_class():
                 cwd = os.path.realpath(kw.get("cwd") or os.getcwd())
                 kernel_cmd = bwrap_command(cwd, self._private_dir, self._uid, self._package) + kernel_cmd
                 self.log.info("Kernel confinado (bubblewrap) em %s", cwd)
+            # Memória, processos e CPU da entrega inteira num cgroup próprio (limits.py).
+            from .limits import kernel_cgroup
+
+            self.cgroup = kernel_cgroup(self)
+            if self.cgroup is not None:
+                kernel_cmd = self.cgroup.wrap(kernel_cmd)
             return kernel_cmd, kw
 
         async def _async_interrupt_kernel(self):
@@ -433,6 +440,9 @@ def _kernel_manager_class():
 
         async def _async_cleanup_resources(self, restart=False):
             await super()._async_cleanup_resources(restart=restart)
+            if self.cgroup is not None and not restart:
+                self.cgroup.remove()  # mata o que sobrou dentro dele e apaga o cgroup
+                self.cgroup = None
             if self._private_dir and not restart:
                 shutil.rmtree(self._private_dir, ignore_errors=True)
                 self._private_dir = None
