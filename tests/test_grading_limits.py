@@ -10,6 +10,8 @@ processo só, para medir a memória dele) com uma entrega de cada tipo hostil:
 - ``muitas_celulas``: mais células de código que o limite;
 - ``bomba_de_memoria``: aloca sem parar; o cgroup mata o kernel;
 - ``bomba_de_fork``: processos em laço; o cgroup recusa o ``fork`` e o corretor mata o kernel;
+- ``mensagem_gigante``: desfaz o corte das saídas no kernel e manda uma mensagem enorme; o
+  ZeroMQ do corretor a recusa sem lê-la e o corretor encerra a entrega;
 - ``gabarito``: a entrega certa, que tem de sair com a nota cheia (7) apesar dos vizinhos.
 
 Os limites do teste vêm da configuração (``c.SubmissionLimits.*`` no ``nbgrader_config.py`` da
@@ -91,6 +93,12 @@ FLOOD = [
     "raise ValueError('w' * 5_000_000)\n",
 ]
 
+BYPASS = (
+    "from jupyter_client.session import Session\n"
+    "Session.send = Session.send.__wrapped__\n"
+    "display({{'text/plain': 'q' * {size}}}, raw=True)\n"
+)
+
 
 def _submissions():
     """nome -> (notebook, nota esperada, trecho do motivo esperado nos testes que não rodaram)."""
@@ -110,6 +118,9 @@ def _submissions():
     nb = _insert(copy.deepcopy(sol), "blocos = []\nwhile True:\n    blocos.append(b'x' * 20_000_000)\n")
     subs["bomba_de_memoria"] = (nb, 0, "memória esgotada")
     subs["bomba_de_fork"] = (_insert(copy.deepcopy(sol), FORK_BOMB.format(marker=MARKER)), 0, "processos")
+    # Desfaz o corte das saídas dentro do kernel e manda uma mensagem só, maior que message_bytes.
+    nb = _insert(copy.deepcopy(sol), BYPASS.format(size=DEFAULTS.message_bytes + 10 * MiB))
+    subs["mensagem_gigante"] = (nb, 0, "numa mensagem só")
     return subs
 
 
@@ -253,3 +264,102 @@ def test_nothing_left_behind(graded):
     assert not (graded["course"] / "grading" / ".em_andamento").exists() or not any(
         (graded["course"] / "grading" / ".em_andamento").iterdir()
     )
+
+
+# ---------------------------------------------------------------------- as peças, sem kernel
+
+
+def _msg(msg_type, content):
+    return {"msg_type": msg_type, "header": {"msg_type": msg_type}, "parent_header": {}, "content": content}
+
+
+def test_output_budget_caps_every_type_per_cell_and_notebook():
+    from transformer_course.instructor.limits import OutputBudget
+
+    limits = SubmissionLimits(stream_bytes=100, text_bytes=50, image_bytes=80, notebook_output_bytes=400)
+    budget = OutputBudget(limits, probe_mime="application/x-sonda")
+    cell = object()
+    first = budget.admit(_msg("stream", {"name": "stdout", "text": "a" * 70}), cell)
+    assert first["content"]["text"] == "a" * 70
+    cut = budget.admit(_msg("stream", {"name": "stdout", "text": "b" * 70}), cell)
+    assert (
+        cut["content"]["text"].startswith("b" * 30) and "saída cortada na correção" in cut["content"]["text"]
+    )
+    assert budget.admit(_msg("stream", {"name": "stdout", "text": "c"}), cell) is None  # já avisou
+    shown = budget.admit(
+        _msg("display_data", {"data": {"text/plain": "p" * 60, "image/png": "i" * 90}}), cell
+    )
+    assert shown["content"]["data"]["text/plain"].startswith("p" * 50)
+    assert "image/png" not in shown["content"]["data"]
+    assert "imagens desta célula passou de 80 bytes" in shown["content"]["data"]["text/plain"]
+    # A resposta a um pedido do juiz passa inteira (até probe_bytes) e não conta no notebook.
+    probe = budget.admit(
+        _msg("display_data", {"data": {"application/x-sonda": "z" * 1000}}), object(), real=False
+    )
+    assert probe["content"]["data"]["application/x-sonda"] == "z" * 1000
+    # Outra célula: limites por tipo zerados, mas o total do notebook (400) continua contando.
+    other = object()
+    for _ in range(10):
+        budget.admit(_msg("stream", {"name": "stdout", "text": "d" * 60}), other)
+        other = object()
+    assert budget.notebook_used <= 400
+    late = budget.admit(_msg("stream", {"name": "stdout", "text": "e" * 10}), object())
+    assert "as saídas do notebook passaram de 400 bytes" in late["content"]["text"]
+    error = budget.admit(
+        _msg("error", {"ename": "E", "evalue": "v" * 10, "traceback": ["t" * 100] * 5000}), object()
+    )
+    assert len(str(error["content"]["traceback"])) < 2 * limits.error_bytes
+
+
+def test_cap_notebook_keeps_verdicts_and_notes_cuts():
+    from transformer_course.instructor.limits import cap_notebook
+
+    nb = nbformat.v4.new_notebook()
+    big = nbformat.v4.new_code_cell("print('x')")
+    big.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * 200_000)]
+    verdict = nbformat.v4.new_code_cell("check()")
+    verdict.outputs = [nbformat.v4.new_output("stream", name="stdout", text="✔ passou\n")]
+    verdict.metadata["transformer_course"] = {"verdict": {"points": 1}}
+    text = nbformat.v4.new_markdown_cell("m" * 300_000)
+    nb.cells = [big, verdict, text]
+    cuts = cap_notebook(nb, 50_000)
+    assert len(nbformat.writes(nb)) <= 50_000 + 1000, cuts
+    assert "omitidas" in big.outputs[0]["text"]
+    assert verdict.outputs[0]["text"] == "✔ passou\n"
+    assert "texto cortado" in text.source
+
+
+def test_feedback_html_has_a_hard_cap():
+    from transformer_course.instructor.limits import bound_feedback_html
+
+    limits = SubmissionLimits(feedback_bytes=20_000)
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("x")
+    verdict = {"exercise": "<b>soma</b>", "points": 0, "max_points": 1, "message": "falhou"}
+    cell.metadata["transformer_course"] = {"verdict": verdict}
+    nb.cells = [cell]
+    page, _ = bound_feedback_html(lambda n, r: ("y" * 50_000, r), nb, {}, limits)
+    assert len(page.encode()) <= limits.feedback_bytes
+    assert "Devolutiva resumida" in page and "&lt;b&gt;soma&lt;/b&gt;" in page
+
+
+def test_kernel_cgroup_limits_and_cleanup():
+    problem = cgroup_problem()
+    if problem is not None:
+        pytest.skip(f"sem cgroups nesta máquina ({problem}): só o prlimit limita o kernel")
+    from transformer_course.instructor.limits import KernelCgroup
+
+    group = KernelCgroup.create(SubmissionLimits(max_pids=16, memory_bytes=256 * MiB))
+    try:
+        code = "import os\nfor _ in range(64):\n    try: os.fork()\n    except OSError: break"
+        subprocess.run(group.wrap([sys.executable, "-c", code]), timeout=120, check=False)
+        assert group.pids_refused() > 0
+        assert "16 processos" in group.limit_hit()
+        hog = "blocos = []\nwhile True:\n    blocos.append(b'x' * 10_000_000)\n"
+        run = subprocess.run(group.wrap([sys.executable, "-c", hog]), timeout=120, check=False)
+        assert run.returncode == -9 and group.oom_kills() > 0
+        assert "memória esgotada" in group.limit_hit()
+    finally:
+        dirs = list(group.dirs.values())
+        group.remove()
+    assert dirs and not any(d.exists() for d in dirs)

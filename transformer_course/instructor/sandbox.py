@@ -419,7 +419,7 @@ def _kernel_manager_class():
             # Memória, processos e CPU da entrega inteira num cgroup próprio (limits.py).
             from .limits import kernel_cgroup
 
-            self.cgroup = kernel_cgroup(self)
+            self.cgroup = kernel_cgroup(self) if self._confined else None
             if self.cgroup is not None:
                 kernel_cmd = self.cgroup.wrap(kernel_cmd)
             return kernel_cmd, kw
