@@ -9,7 +9,8 @@ processo só, para medir a memória dele) com uma entrega de cada tipo hostil:
 - ``enxurrada``: centenas de megabytes de saída (prints, HTML, imagens, uma mensagem gigante);
 - ``muitas_celulas``: mais células de código que o limite;
 - ``bomba_de_memoria``: aloca sem parar; o cgroup mata o kernel;
-- ``bomba_de_fork``: processos em laço; o cgroup recusa o ``fork`` e o corretor mata o kernel;
+- ``bomba_de_fork``: processos até não poder mais; o cgroup recusa o ``fork``, a célula ganha uma
+  nota, o notebook segue (nota cheia) e os processos morrem com o kernel;
 - ``mensagem_gigante``: desfaz o corte das saídas no kernel e manda uma mensagem enorme; o
   ZeroMQ do corretor a recusa sem lê-la e o corretor encerra a entrega;
 - ``gabarito``: a entrega certa, que tem de sair com a nota cheia (7) apesar dos vizinhos.
@@ -72,11 +73,13 @@ SPINNER = (
     "giros = [subprocess.Popen([sys.executable, '-c', '# {marker}\\nwhile True: pass']) for _ in range(3)]\n"
 )
 FORK_BOMB = (
-    "import subprocess, sys, time\n"
-    "codigo = '# {marker}\\nimport os\\nwhile True:\\n    try:\\n        os.fork()\\n    except OSError:\\n"
-    "        pass'\n"
-    "bomba = subprocess.Popen([sys.executable, '-c', codigo])\n"
-    "time.sleep(10_000)\n"
+    "import subprocess\n"
+    "filhos = []\n"
+    "try:\n"
+    "    while True:  # processos que ficam até o fim do kernel\n"
+    "        filhos.append(subprocess.Popen(['/bin/sh', '-c', 'sleep 100000; : {marker}']))\n"
+    "except OSError as erro:\n"
+    "    print('parou em', len(filhos), 'filhos:', erro)\n"
 )
 FLOOD = [
     # ~60 MB de prints, em muitas mensagens.
@@ -117,7 +120,7 @@ def _submissions():
     subs["muitas_celulas"] = (nb, 0, "células de código, mais que o limite")
     nb = _insert(copy.deepcopy(sol), "blocos = []\nwhile True:\n    blocos.append(b'x' * 20_000_000)\n")
     subs["bomba_de_memoria"] = (nb, 0, "memória esgotada")
-    subs["bomba_de_fork"] = (_insert(copy.deepcopy(sol), FORK_BOMB.format(marker=MARKER)), 0, "processos")
+    subs["bomba_de_fork"] = (_insert(copy.deepcopy(sol), FORK_BOMB.format(marker=MARKER)), 7, None)
     # Desfaz o corte das saídas dentro do kernel e manda uma mensagem só, maior que message_bytes.
     nb = _insert(copy.deepcopy(sol), BYPASS.format(size=DEFAULTS.message_bytes + 10 * MiB))
     subs["mensagem_gigante"] = (nb, 0, "numa mensagem só")
@@ -240,6 +243,15 @@ def test_submission_bounded(graded, student, points, reason):
     assert any(reason in ln for ln in lines), graded["report"]
 
 
+def test_fork_bomb_stopped_by_the_pids_limit(graded):
+    if "bomba_de_fork" not in graded["subs"]:
+        pytest.skip(f"sem cgroups nesta máquina ({graded['cgroup_problem']}): só o prlimit limita o kernel")
+    path, _ = _graded_nb(graded, "bomba_de_fork")
+    text = path.read_text()
+    assert "parou em" in text and "Resource temporarily unavailable" in text
+    assert f"o limite é {MAX_PIDS} processos e threads por notebook" in text
+
+
 def test_huge_output_truncated_when_it_arrives(graded):
     path, nb = _graded_nb(graded, "enxurrada")
     assert path.stat().st_size < DEFAULTS.notebook_bytes, path.stat().st_size
@@ -354,7 +366,8 @@ def test_kernel_cgroup_limits_and_cleanup():
         code = "import os\nfor _ in range(64):\n    try: os.fork()\n    except OSError: break"
         subprocess.run(group.wrap([sys.executable, "-c", code]), timeout=120, check=False)
         assert group.pids_refused() > 0
-        assert "16 processos" in group.limit_hit()
+        assert "o limite é 16 processos" in group.pids_note(group.pids_refused())
+        assert group.limit_hit() == ""  # processos a mais não encerram a entrega: o fork falha
         hog = "blocos = []\nwhile True:\n    blocos.append(b'x' * 10_000_000)\n"
         run = subprocess.run(group.wrap([sys.executable, "-c", hog]), timeout=120, check=False)
         assert run.returncode == -9 and group.oom_kills() > 0

@@ -279,7 +279,6 @@ class JudgedExecute(SandboxedExecute):
         self._limits = SubmissionLimits(parent=self)
         self._budget = OutputBudget(self._limits, probe_mime=MIME)
         self._probing = False
-        self._deadline = time.monotonic() + self._limits.notebook_seconds
         # A normalização (submission.py, um passo antes, com o notebook gravado no meio) recusa uma
         # entrega com células demais: nada roda.
         refused = nb.metadata.get(META_KEY, {}).get("recusada")
@@ -298,6 +297,8 @@ class JudgedExecute(SandboxedExecute):
             root, info.get("assignment") or self._chapter, self._chapter
         )
         try:
+            # O relógio do notebook começa aqui: partida do kernel, células e pedidos do juiz.
+            self._deadline = time.monotonic() + self._limits.notebook_seconds
             if not self._stopped:  # recusada antes de rodar: nem o kernel parte
                 nb, resources = super().preprocess(nb, resources, km)
         finally:
@@ -390,6 +391,8 @@ class JudgedExecute(SandboxedExecute):
         from jupyter_core.utils import ensure_async
         from nbclient.exceptions import CellTimeoutError
 
+        cgroup = getattr(self.km, "cgroup", None)
+        refused = cgroup.pids_refused() if cgroup is not None else 0
         task = asyncio.ensure_future(super().async_execute_cell(cell, cell_index, **kwargs))
         why = ""
         while not why:
@@ -398,7 +401,11 @@ class JudgedExecute(SandboxedExecute):
             why = self._limit_hit() or await self._channel_lost()
             if done and not why:
                 try:
-                    return task.result()
+                    result = task.result()
+                    if cgroup is not None and cgroup.pids_refused() > refused:
+                        note = cgroup.pids_note(cgroup.pids_refused() - refused)
+                        cell.outputs.append(new_output("stream", name="stdout", text=note))
+                    return result
                 except CellTimeoutError:
                     # O "fim da célula" não chegou pelo IOPub: mensagens descartadas por serem grandes
                     # ou rápidas demais (limits.py). A célula terminou (a resposta veio); segue.

@@ -19,8 +19,9 @@ Uma entrega nunca segura um worker nem o enche de memória, e a turma segue. Os 
   passou, as maiores saídas (e, se preciso, os maiores códigos) são trocadas por uma nota;
 - **memória, processos e CPU do kernel** (``memory_bytes``, ``max_pids``, ``cpus``) num cgroup
   próprio (:class:`KernelCgroup`; v1 ou v2, pelo sistema de arquivos do cgroup). Passou da
-  memória: o kernel é morto pelo próprio cgroup; do número de processos: o ``fork`` falha e o
-  corretor mata o kernel. Os dois viram o motivo dos testes não corrigidos. Sem cgroups (sem root,
+  memória: o kernel é morto pelo próprio cgroup, e isso vira o motivo dos testes não corrigidos;
+  do número de processos: o ``fork`` falha (``BlockingIOError``) e a célula ganha uma nota; o que
+  ficou rodando morre com o kernel (ou no relógio do notebook). Sem cgroups (sem root,
   sem controladores), valem só os limites do ``prlimit`` (:mod:`.sandbox`), com um aviso.
 """
 
@@ -268,7 +269,7 @@ class OutputBudget:
                 text = value if isinstance(value, str) else json.dumps(value, default=str)
                 if len(text) > self.cap(_kind(mime)):
                     del data[mime]
-            data.setdefault("text/plain", self._note("other", "atualização grande demais").strip())
+                    data["text/plain"] = self._note(_kind(mime)).strip()
             content["metadata"] = {}
             return msg
         kept: dict = {}
@@ -685,18 +686,20 @@ class KernelCgroup:
         }
 
     def limit_hit(self) -> str:
-        """O limite que o kernel estourou, em pt-BR (vazio: nenhum)."""
+        """O limite que encerra a entrega, em pt-BR (vazio: nenhum): a memória (o cgroup já matou)."""
         if self.oom_kills():
             return (
                 f"memória esgotada: o notebook passou do limite de {size_text(self.limits.memory_bytes)} "
                 "e o kernel foi encerrado"
             )
-        if self.pids_refused():
-            return (
-                f"o notebook passou do limite de {self.limits.max_pids} processos e threads "
-                "(fork em laço?) e o kernel foi encerrado"
-            )
         return ""
+
+    def pids_note(self, refused: int) -> str:
+        """A nota (pt-BR) de uma célula em que o cgroup recusou ``refused`` processos ou threads."""
+        return (
+            f"[… a correção recusou {refused} criação(ões) de processo ou thread nesta célula: o limite é "
+            f"{self.limits.max_pids} processos e threads por notebook]\n"
+        )
 
     def pids(self) -> list[int]:
         found = set()
@@ -725,7 +728,7 @@ def _enable_v2(folder: Path) -> None:
 
 def _kill_and_remove(folder: Path) -> None:
     kill = folder / "cgroup.kill"
-    for _ in range(200):
+    for _ in range(1000):  # até ~10 s com a máquina carregada
         if not folder.exists():
             return
         try:
