@@ -3,6 +3,7 @@
 - ``nbgrader_run``: chamar o nbgrader de linha de comando (ambiente, executável, subprocesso);
 - ``preprocessors``: preprocessadores do nbgrader/nbconvert (devolutiva em pt-BR, gabarito limpo);
 - ``sandbox``: o kernel confinado (bubblewrap) de toda correção e a barreira da devolutiva;
+- ``limits``: os limites de cada entrega (relógio do notebook, células, saídas, cgroup do kernel);
 - ``submission``: a entrega normalizada antes de rodar (metadados do professor de volta, tags fora);
 - ``judge``: o juiz — as células de teste corrigidas fora do kernel, os pontos só do veredito;
 - ``answer_key``: o pacote que o kernel vê sem o gabarito, e as demonstrações que não rodam na correção;
