@@ -375,7 +375,12 @@ class JudgedExecute(SandboxedExecute):
         from jupyter_core.utils import ensure_async
 
         lost = getattr(self.kc, "iopub_lost", None)
-        if lost is None or not lost() or not await ensure_async(self.km.is_alive()):
+        if lost is None or not lost():
+            return ""
+        # Um kernel que morre (``os._exit``, memória) também derruba a conexão: um instante para o
+        # processo sair, e aí quem decide é a morte do kernel, não o tamanho da mensagem.
+        await asyncio.sleep(1.0)
+        if not await ensure_async(self.km.is_alive()):
             return ""
         return (
             f"o kernel mandou uma saída de mais de {size_text(self._limits.message_bytes)} numa mensagem "
