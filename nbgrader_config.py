@@ -54,6 +54,12 @@ c.IgnorePattern.pattern = r"(Warning|warn\()"
 # Uma célula de teste apagada pelo aluno volta do gradebook e é corrigida.
 c.OverwriteCells.add_missing_cells = True
 c.LimitOutput.max_lines = 1000
+# Os limites de cada entrega (transformer_course/instructor/limits.py; valores e efeitos em
+# grading/README.md): tempo do notebook inteiro, número de células, bytes de cada tipo de saída
+# (cortados quando chegam), tamanho do notebook corrigido e da devolutiva, e memória, processos e
+# CPU do kernel num cgroup. Por exemplo:
+# c.SubmissionLimits.notebook_seconds = 600
+# c.SubmissionLimits.memory_bytes = 4 * 1024**3
 
 # Quem decide os pontos: o juiz, fora do kernel do aluno (transformer_course/instructor/judge.py).
 # 1) Antes de rodar, a entrega é normalizada a partir do gradebook (submission.py): metadados do
@@ -94,6 +100,8 @@ c.GenerateFeedback.preprocessors = [
     "transformer_course.instructor.preprocessors.ShortTracebacks",
     # Segunda camada: recusa a devolutiva com soluções ou testes ocultos (transformer_course/instructor/sandbox.py).
     "transformer_course.instructor.sandbox.BlockInstructorMaterial",
+    # Saídas e textos enormes de uma entrega não viram uma devolutiva enorme (limits.py).
+    "transformer_course.instructor.limits.CapFeedback",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 

@@ -3,6 +3,7 @@
 - ``nbgrader_run``: chamar o nbgrader de linha de comando (ambiente, executável, subprocesso);
 - ``preprocessors``: preprocessadores do nbgrader/nbconvert (devolutiva em pt-BR, gabarito limpo);
 - ``sandbox``: o kernel confinado (bubblewrap) de toda correção e a barreira da devolutiva;
+- ``limits``: os limites de cada entrega (relógio do notebook, células, saídas, cgroup do kernel);
 - ``submission``: a entrega normalizada antes de rodar (metadados do professor de volta, tags fora);
 - ``sanitize``: o HTML, o SVG e o Markdown das entregas limpos pelo nh3 (Formgrader e devolutiva);
 - ``formgrader_csp``: extensão do Jupyter Server, as páginas do Formgrader com uma CSP estrita;

@@ -47,6 +47,14 @@ from nbgrader.preprocessors import NbGraderPreprocessor, SaveAutoGrades
 from ..harness import MIME
 from .answer_key import cells_to_skip, grading_package, package_root
 from .faults import GraderFault
+from .limits import (
+    OutputBudget,
+    SubmissionLimits,
+    cap_notebook,
+    kernel_setup,
+    limited_client_class,
+    size_text,
+)
 from .sandbox import PACKAGE_MOUNT, SandboxedExecute
 
 __all__ = [
@@ -151,6 +159,13 @@ def preflight_problem(report: dict | None, expected_root: str | None, expected_d
             "foi instalado de outra cópia do curso, ou o pacote mudou no meio da correção)"
         )
     return None
+
+
+class LimitReached(RuntimeError):
+    """A entrega passou de um limite (tempo do notebook, memória, processos): o kernel foi morto."""
+
+
+POLL_SECONDS = 0.5  # de quanto em quanto tempo o relógio do notebook e o cgroup são olhados
 
 
 @dataclass
@@ -341,6 +356,11 @@ class JudgedExecute(SandboxedExecute):
     processo, e cada pedido da verificação ao lado do aluno vira uma célula sintética executada
     no kernel (que não entra no notebook). Os vereditos ficam em ``resources`` (para
     :class:`SaveJudgedGrades`) e nos metadados de cada célula de teste.
+
+    Os limites da entrega (:mod:`.limits`): o relógio do notebook inteiro e os limites do cgroup
+    são olhados enquanto cada célula roda; passou de um, o kernel é morto e os testes que faltam
+    recebem 0 com o motivo. Cada saída é cortada quando chega (:class:`OutputBudget`), e o notebook
+    corrigido, no fim, cabe em ``notebook_bytes``.
     """
 
     def preprocess(self, nb, resources=None, km=None):
@@ -353,6 +373,13 @@ class JudgedExecute(SandboxedExecute):
         self._tests = test_cells(nb, self._chapter)
         self._verdicts: dict[str, Verdict] = {}
         self._stopped = ""
+        self._limits = SubmissionLimits(parent=self)
+        self._budget = OutputBudget(self._limits, probe_mime=MIME)
+        self._probing = False
+        # A normalização (submission.py, um passo antes, com o notebook gravado no meio) recusa uma
+        # entrega com células demais: nada roda.
+        refused = nb.metadata.get(META_KEY, {}).get("recusada")
+        self._stopped = refused if isinstance(refused, str) else ""
         root = CourseDirectory(config=self.config).root
         self._secret = grading_secret(root)
         # O gabarito fica com o professor: o kernel importa o pacote sem as referências deste
@@ -368,13 +395,25 @@ class JudgedExecute(SandboxedExecute):
         )
         self._preflight_done = False
         try:
-            nb, resources = super().preprocess(nb, resources, km)
+            # O relógio do notebook começa aqui: partida do kernel, células e pedidos do juiz.
+            self._deadline = time.monotonic() + self._limits.notebook_seconds
+            if not self._stopped:  # recusada antes de rodar: nem o kernel parte
+                nb, resources = super().preprocess(nb, resources, km)
         finally:
             # Células de teste que não chegaram a ser corrigidas (o kernel morreu, o tempo acabou).
             for index, grade_id in self._tests.items():
                 if grade_id not in self._verdicts:
                     self._record(nb.cells[index], self._not_run(grade_id))
         resources.setdefault(META_KEY, {})["verdicts"] = {k: v.to_json() for k, v in self._verdicts.items()}
+        cuts = cap_notebook(nb, self._limits.notebook_bytes)
+        if self._budget.truncated or cuts:
+            self.log.warning(
+                "Entrega de %s (%s): %d saída(s) cortada(s) ao chegar; %s",
+                self._student,
+                self._chapter,
+                self._budget.truncated,
+                "; ".join(cuts) or "o notebook coube no limite",
+            )
         return nb, resources
 
     def _not_run(self, grade_id: str) -> Verdict:
@@ -400,6 +439,7 @@ class JudgedExecute(SandboxedExecute):
         km = super().create_kernel_manager()
         if hasattr(km, "package_dir"):
             km.package_dir = str(self._package)
+        km.client_factory = limited_client_class(self._limits)
         return km
 
     async def async_start_new_kernel(self, **kwargs):
@@ -411,12 +451,22 @@ class JudgedExecute(SandboxedExecute):
             raise GraderFault(f"o kernel não partiu ({type(exc).__name__}: {str(exc)[:300]})") from exc
 
     async def async_start_new_kernel_client(self):
+        # Antes da primeira célula, o corte das saídas dentro do kernel (limits.KERNEL_SETUP).
         try:
-            return await super().async_start_new_kernel_client()
-        except Exception as exc:  # noqa: BLE001 - idem
+            kc = await super().async_start_new_kernel_client()
+        except Exception as exc:  # noqa: BLE001 - nenhuma entrega chegou a rodar: falha do corretor
             raise GraderFault(
                 f"o kernel não partiu ou morreu antes de responder ({type(exc).__name__}: {str(exc)[:300]})"
             ) from exc
+        msg_id = kc.execute(kernel_setup(self._limits, MIME), silent=True, store_history=False)
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            reply = await kc.get_shell_msg(timeout=max(deadline - time.monotonic(), 0.1))
+            if reply["parent_header"].get("msg_id") == msg_id:
+                if reply["content"].get("status") != "ok":
+                    raise JudgeFault(f"o corte das saídas não rodou no kernel: {reply['content']}")
+                break
+        return kc
 
     # O nbconvert parte o kernel pelas versões síncronas, presas às funções da classe base.
     start_new_kernel = run_sync(async_start_new_kernel)
@@ -469,6 +519,82 @@ class JudgedExecute(SandboxedExecute):
         if problem:
             raise GraderFault(problem)
 
+    def process_message(self, msg, cell, cell_index):
+        # Cada saída é medida e, se preciso, cortada quando chega (não depois da célula).
+        msg = self._budget.admit(msg, cell, real=not self._probing)
+        if msg is None:
+            return None
+        return super().process_message(msg, cell, cell_index)
+
+    def _limit_hit(self) -> str:
+        cgroup = getattr(self.km, "cgroup", None)
+        return cgroup.limit_hit() if cgroup is not None else ""
+
+    async def _channel_lost(self) -> str:
+        """O canal de saídas caiu com o kernel vivo: uma mensagem acima de ``message_bytes``."""
+        from jupyter_core.utils import ensure_async
+
+        lost = getattr(self.kc, "iopub_lost", None)
+        if lost is None or not lost():
+            return ""
+        # Um kernel que morre (``os._exit``, memória) também derruba a conexão: um instante para o
+        # processo sair, e aí quem decide é a morte do kernel, não o tamanho da mensagem.
+        await asyncio.sleep(1.0)
+        if not await ensure_async(self.km.is_alive()):
+            return ""
+        return (
+            f"o kernel mandou uma saída de mais de {size_text(self._limits.message_bytes)} numa mensagem "
+            "só (desfazendo o corte da correção); as saídas deixaram de chegar e o kernel foi encerrado"
+        )
+
+    async def _run_in_kernel(self, cell, cell_index, **kwargs):
+        """Executa uma célula no kernel de olho no relógio do notebook e nos limites do cgroup.
+
+        Passou de um limite: :attr:`_stopped` recebe o motivo, o kernel é morto (com tudo o que
+        ele criou) e :class:`LimitReached` é levantada.
+        """
+        from jupyter_core.utils import ensure_async
+        from nbclient.exceptions import CellTimeoutError
+
+        cgroup = getattr(self.km, "cgroup", None)
+        refused = cgroup.pids_refused() if cgroup is not None else 0
+        task = asyncio.ensure_future(super().async_execute_cell(cell, cell_index, **kwargs))
+        why = ""
+        while not why:
+            remaining = self._deadline - time.monotonic()
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, min(remaining, POLL_SECONDS)))
+            why = self._limit_hit() or await self._channel_lost()
+            if done and not why:
+                try:
+                    result = task.result()
+                    if cgroup is not None and cgroup.pids_refused() > refused:
+                        note = cgroup.pids_note(cgroup.pids_refused() - refused)
+                        cell.outputs.append(new_output("stream", name="stdout", text=note))
+                    return result
+                except CellTimeoutError:
+                    # O "fim da célula" não chegou pelo IOPub: mensagens descartadas por serem grandes
+                    # ou rápidas demais (limits.py). A célula terminou (a resposta veio); segue.
+                    note = (
+                        "[… saídas desta célula perdidas na correção: mensagens grandes ou rápidas demais]\n"
+                    )
+                    cell.outputs.append(new_output("stream", name="stdout", text=note))
+                    return cell
+            if not why and time.monotonic() >= self._deadline:
+                why = f"tempo total do notebook esgotado ({self._limits.notebook_seconds:g} s)"
+        self._stopped = why
+        self.log.warning("Entrega de %s (%s): %s", self._student, self._chapter, why)
+        try:
+            await ensure_async(self.km.shutdown_kernel(now=True))
+        except Exception as exc:  # noqa: BLE001 - o kernel já pode ter morrido
+            self.log.warning("Kernel da entrega já parado: %s", exc)
+        if not task.done():
+            task.cancel()
+        try:
+            await task
+        except BaseException:  # noqa: BLE001 - a célula interrompida não interessa mais
+            pass
+        raise LimitReached(why)
+
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         from nbclient.exceptions import DeadKernelError
 
@@ -482,19 +608,24 @@ class JudgedExecute(SandboxedExecute):
                 cell.outputs = [new_output("stream", name="stdout", text=_skipped(self._skip[cell_index]))]
                 return cell
             try:
-                return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
-            except DeadKernelError:
-                self._stopped = "o kernel morreu numa célula anterior (memória esgotada? `os._exit`?)"
+                return await self._run_in_kernel(
+                    cell, cell_index, execution_count=execution_count, store_history=store_history
+                )
+            except (DeadKernelError, LimitReached) as exc:
+                if isinstance(exc, DeadKernelError):
+                    died = "o kernel morreu numa célula anterior (memória esgotada? `os._exit`?)"
+                    self._stopped = self._limit_hit() or died
+                name = type(exc).__name__
                 cell.outputs.append(
-                    new_output(
-                        "error", ename="DeadKernelError", evalue=self._stopped, traceback=[self._stopped]
-                    )
+                    new_output("error", ename=name, evalue=self._stopped, traceback=[self._stopped])
                 )
                 return cell
         if self._stopped:
             self._record(cell, self._not_run(grade_id))
             return cell
         verdict = await self._judge(grade_id, cell_index)
+        if self._stopped and verdict.status != "passou":
+            verdict = self._not_run(grade_id)  # o kernel parou durante esta correção
         # Cada pedido ao kernel passa pelo nbclient, que guarda a célula executada no lugar da
         # célula de índice ``cell_index``: a célula de teste volta para o lugar dela.
         self.nb.cells[cell_index] = cell
@@ -528,11 +659,18 @@ class JudgedExecute(SandboxedExecute):
         if self._stopped:
             raise HarnessFailure(self._stopped)
         cell = new_code_cell(source=code)
+        self._probing = True
         try:
-            await super().async_execute_cell(cell, cell_index, store_history=False)
+            await self._run_in_kernel(cell, cell_index, store_history=False)
         except DeadKernelError:
-            self._stopped = "o kernel morreu durante a correção (memória esgotada? `os._exit`?)"
+            self._stopped = (
+                self._limit_hit() or "o kernel morreu durante a correção (memória esgotada? `os._exit`?)"
+            )
             raise HarnessFailure(self._stopped) from None
+        except LimitReached:
+            raise HarnessFailure(self._stopped) from None
+        finally:
+            self._probing = False
         found = None
         for output in cell.outputs:
             if output.get("output_type") == "display_data" and MIME in output.get("data", {}):

@@ -142,6 +142,13 @@ class FeedbackHTMLExporter(HTMLExporter):
         environment.bytecode_cache = _COMPILED
         return environment
 
+    def from_notebook_node(self, nb, resources=None, **kw):
+        # O arquivo da devolutiva nunca passa de SubmissionLimits.feedback_bytes (limits.py).
+        from .limits import SubmissionLimits, bound_feedback_html
+
+        render = lambda n, r: super(FeedbackHTMLExporter, self).from_notebook_node(n, r, **kw)  # noqa: E731
+        return bound_feedback_html(render, nb, resources, SubmissionLimits(parent=self))
+
 
 def feedback_template_dir() -> str:
     """A pasta com o modelo ``feedback`` em pt-BR (usada em ``nbgrader_config.py``)."""

@@ -626,6 +626,7 @@ def _kernel_manager_class():
             self._confined = False
             self._launch_fds: list[int] = []
             self._stderr: CappedPipe | None = None
+            self.cgroup = None
 
         async def _async_pre_start_kernel(self, **kw):
             problem = sandbox_problem() if self.confine else "desligado na configuração"
@@ -672,6 +673,12 @@ def _kernel_manager_class():
                 if args_fd is not None:
                     kw["pass_fds"] = (args_fd,)
                 self.log.info("Kernel confinado (bubblewrap) em %s", cwd)
+            # Memória, processos e CPU da entrega inteira num cgroup próprio (limits.py).
+            from .limits import kernel_cgroup
+
+            self.cgroup = kernel_cgroup(self) if self._confined else None
+            if self.cgroup is not None:
+                kernel_cmd = self.cgroup.wrap(kernel_cmd)
             return kernel_cmd, kw
 
         async def _async_launch_kernel(self, kernel_cmd, **kw):
@@ -706,6 +713,9 @@ def _kernel_manager_class():
             await super()._async_cleanup_resources(restart=restart)
             if self._stderr is not None and self._stderr.total:
                 self.log.debug("stderr do kernel (%d bytes): %s", self._stderr.total, self._stderr.text())
+            if self.cgroup is not None and not restart:
+                self.cgroup.remove()  # mata o que sobrou dentro dele e apaga o cgroup
+                self.cgroup = None
             if self._private_dir and not restart:
                 if not remove_connection_dir(self._private_dir):
                     self.log.error("A pasta da conexão %s não pôde ser apagada.", self._private_dir)

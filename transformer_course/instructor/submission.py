@@ -28,7 +28,9 @@ from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
 from traitlets import Bool
 
-__all__ = ["NormalizeSubmission", "normalize"]
+from .limits import SubmissionLimits
+
+__all__ = ["NormalizeSubmission", "normalize", "too_many_cells"]
 
 META_KEY = "transformer_course"
 _CELL_TYPES = ("code", "markdown", "raw")
@@ -222,9 +224,31 @@ class NormalizeSubmission(Preprocessor):
         source = (
             Path(coursedir.format_path(coursedir.source_directory, ".", assignment)) / f"{notebook}.ipynb"
         )
+        stopped = too_many_cells(nb, SubmissionLimits(parent=self))
         nb, repairs = normalize(nb, specs, _source_order(source, specs))
         for line in repairs:
             self.log.warning("Entrega de %s (%s): %s", info.get("student"), notebook, line)
         nb.metadata[META_KEY] = NotebookNode({"consertos": repairs})
         resources.setdefault(META_KEY, {})["repairs"] = repairs
+        if stopped:
+            # O executor (judge.py) não roda nada e dá 0 com este motivo a cada teste.
+            self.log.warning("Entrega de %s (%s): %s", info.get("student"), notebook, stopped)
+            nb.metadata[META_KEY]["recusada"] = stopped
         return nb, resources
+
+
+def too_many_cells(nb, limits) -> str:
+    """O motivo (pt-BR) de recusar uma entrega com células demais, ou ``""``."""
+    cells = nb.get("cells") if isinstance(nb.get("cells"), list) else []
+    code = sum(1 for cell in cells if isinstance(cell, dict) and cell.get("cell_type") == "code")
+    if code > limits.max_code_cells:
+        return (
+            f"a entrega tem {code} células de código, mais que o limite de {limits.max_code_cells} da "
+            "correção; nada foi executado"
+        )
+    if len(cells) > limits.max_cells:
+        return (
+            f"a entrega tem {len(cells)} células, mais que o limite de {limits.max_cells} da correção; "
+            "nada foi executado"
+        )
+    return ""
