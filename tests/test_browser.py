@@ -327,6 +327,10 @@ def wait_for_new_image(page, area, before: str, timeout_s: float = 30) -> bool:
     return False
 
 
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else (value or "")
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_versao_do_aluno_diz_nao_implementado(page, lab, chapter):
     if not (ROOT / "release" / chapter / f"{chapter}.ipynb").exists():
@@ -338,9 +342,18 @@ def test_versao_do_aluno_diz_nao_implementado(page, lab, chapter):
     run_all_and_wait(page, lab, timeout_s=300)
     lap("executar tudo")
     save_notebook(page)
-    errors = error_outputs(lab.notebook_json(path))
+    nb = lab.notebook_json(path)
+    errors = error_outputs(nb)
     lap("salvar")
-    assert errors, f"{chapter}: a versão do aluno rodou sem nenhum 'não implementado'"
+    # Um esboço avisa "não implementado" na saída da célula (sem parar o "Executar tudo"); um erro,
+    # se houver, também tem de ser esse aviso, curto.
+    notices = [
+        i
+        for i, cell in enumerate(nb["cells"])
+        for out in cell.get("outputs", [])
+        if "não implementado" in (_text(out.get("text")) + out.get("evalue", ""))
+    ]
+    assert notices, f"{chapter}: a versão do aluno rodou sem nenhum 'não implementado'"
     for i, out in errors:
         assert "não implementado" in out["evalue"], (
             f"célula {i} de {chapter}: {out['ename']}: {out['evalue'][:300]}"
